@@ -1,0 +1,37 @@
+# Every task a person runs. `make book` and `make test` work from a fresh clone with only Python.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU wheel installs quickly; on a CUDA machine use e.g. `make setup TORCH_SPEC="torch>=2.2"`.
+# An already-installed torch (Colab, conda) is kept as it is.
+TORCH_SPEC ?= torch==2.13.0
+JOBS ?= 2
+
+.PHONY: setup book exercises normalize test bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[book,grading,test]"
+	touch $@
+
+normalize: setup
+	$(PY) -m autograder normalize
+
+exercises: setup
+	$(PY) -m autograder generate
+
+book: setup exercises
+	$(VENV)/bin/jupyter-book build . --warningiserror --keep-going
+
+test: setup
+	$(PY) -m pytest -n $(JOBS)
+
+bench: setup
+	$(PY) -m transformer_core bench
+
+clean:
+	rm -rf _build .pytest_cache
