@@ -1,0 +1,247 @@
+"""Attention against independent references: PyTorch's fused kernel and nn.MultiheadAttention."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_core.attention import (MultiHeadAttention, causal_mask, padding_mask,
+                                        scaled_dot_product_attention, sliding_window_mask)
+from transformer_core.cache import KVCache
+from transformer_core.positions import apply_rope
+
+ATOL, RTOL = 1e-5, 1e-4
+
+
+def _qkv(batch=2, heads=3, n_q=5, n_k=5, dim=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(batch, heads, n_q, dim, generator=g),
+            torch.randn(batch, heads, n_k, dim, generator=g),
+            torch.randn(batch, heads, n_k, dim, generator=g))
+
+
+# --- scaled_dot_product_attention -----------------------------------------------------------
+
+def test_sdpa_matches_torch_without_mask():
+    q, k, v = _qkv(n_q=4, n_k=6)
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v),
+                               F.scaled_dot_product_attention(q, k, v), atol=ATOL, rtol=RTOL)
+
+
+def test_sdpa_matches_torch_causal():
+    q, k, v = _qkv()
+    ours = scaled_dot_product_attention(q, k, v, causal_mask(5))
+    torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                               atol=ATOL, rtol=RTOL)
+
+
+def test_sdpa_matches_torch_with_padding_mask():
+    q, k, v = _qkv(n_q=6, n_k=6)
+    mask = padding_mask(torch.tensor([6, 3]), 6)
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, mask),
+                               F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                               atol=ATOL, rtol=RTOL)
+
+
+def test_sdpa_matches_torch_with_random_boolean_masks():
+    q, k, v = _qkv(n_q=7, n_k=9, seed=1)
+    g = torch.Generator().manual_seed(3)
+    mask = torch.rand(2, 3, 7, 9, generator=g) > 0.5
+    mask[..., 0] = True  # every row keeps a key, so the reference is defined
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, mask),
+                               F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                               atol=ATOL, rtol=RTOL)
+
+
+def test_sdpa_bias_equals_float_attn_mask():
+    q, k, v = _qkv(n_q=4, n_k=4, seed=2)
+    bias = torch.randn(3, 4, 4, generator=torch.Generator().manual_seed(5))
+    mask = causal_mask(4)
+    reference = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=bias.masked_fill(~mask, float("-inf")))
+    torch.testing.assert_close(scaled_dot_product_attention(q, k, v, mask, bias=bias), reference,
+                               atol=ATOL, rtol=RTOL)
+
+
+def test_sdpa_weights_are_probabilities_and_reproduce_output():
+    q, k, v = _qkv(seed=4)
+    mask = causal_mask(5)
+    out, weights = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+    assert weights.shape == (2, 3, 5, 5)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5), atol=1e-6, rtol=0)
+    assert (weights[..., ~mask] == 0).all(), "masked keys must get exactly zero weight"
+    torch.testing.assert_close(out, weights @ v, atol=ATOL, rtol=RTOL)
+
+
+def test_sdpa_fully_masked_row_gives_zeros_not_nan():
+    q, k, v = _qkv(seed=6)
+    q.requires_grad_(True)
+    mask = causal_mask(5).clone()
+    mask[2] = False
+    out, weights = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+    assert not torch.isnan(out).any() and not torch.isnan(weights).any()
+    assert (out[:, :, 2] == 0).all() and (weights[:, :, 2] == 0).all()
+    out.sum().backward()
+    assert torch.isfinite(q.grad).all(), "a fully masked row must not produce NaN gradients"
+
+
+def test_sdpa_rejects_float_mask():
+    q, k, v = _qkv()
+    with pytest.raises(TypeError, match="boolean"):
+        scaled_dot_product_attention(q, k, v, causal_mask(5).float())
+
+
+# --- masks ------------------------------------------------------------------------------------
+
+def test_causal_mask_with_cache_is_bottom_rows_of_full_mask():
+    full = causal_mask(7)
+    assert torch.equal(causal_mask(3, 7), full[-3:])
+    assert torch.equal(causal_mask(1, 7), torch.ones(1, 7, dtype=torch.bool))
+    assert torch.equal(full, torch.tril(torch.ones(7, 7)).bool())
+    with pytest.raises(ValueError, match="at least n_queries"):
+        causal_mask(4, 3)
+
+
+def test_padding_mask_shape_and_values():
+    mask = padding_mask([1, 3], 4)
+    assert mask.shape == (2, 1, 1, 4) and mask.dtype == torch.bool
+    assert mask[:, 0, 0].tolist() == [[True, False, False, False], [True, True, True, False]]
+    with pytest.raises(ValueError, match="max_len"):
+        padding_mask([5], 4)
+
+
+def test_sliding_window_mask_is_a_causal_band():
+    n, window = 6, 3
+    mask = sliding_window_mask(n, window)
+    expected = torch.tensor([[i - window < j <= i for j in range(n)] for i in range(n)])
+    assert torch.equal(mask, expected)
+    assert torch.equal(sliding_window_mask(n, n), causal_mask(n))
+
+
+# --- MultiHeadAttention -----------------------------------------------------------------------
+
+def _torch_copy(ours: MultiHeadAttention) -> nn.MultiheadAttention:
+    theirs = nn.MultiheadAttention(ours.d_model, ours.n_heads, batch_first=True)
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight,
+                                               ours.v_proj.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        theirs.out_proj.weight.copy_(ours.out_proj.weight)
+        theirs.out_proj.bias.copy_(ours.out_proj.bias)
+    return theirs
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_mha_self_attention_matches_torch_with_padding_and_causal_masks(need_weights):
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(16, 4)
+    theirs = _torch_copy(ours)
+    x = torch.randn(2, 6, 16)
+    lengths = torch.tensor([6, 4])
+    mask = padding_mask(lengths, 6) & causal_mask(6)
+    out, weights = ours(x, mask=mask, need_weights=need_weights)
+    ref, ref_weights = theirs(x, x, x, key_padding_mask=~padding_mask(lengths, 6)[:, 0, 0],
+                              attn_mask=~causal_mask(6), need_weights=True)
+    torch.testing.assert_close(out, ref, atol=ATOL, rtol=RTOL)
+    if need_weights:
+        assert weights.shape == (2, 4, 6, 6)
+        torch.testing.assert_close(weights.mean(dim=1), ref_weights, atol=1e-6, rtol=RTOL)
+    else:
+        assert weights is None
+
+
+def test_mha_cross_attention_matches_torch():
+    torch.manual_seed(1)
+    ours = MultiHeadAttention(16, 2)
+    theirs = _torch_copy(ours)
+    x, memory = torch.randn(2, 3, 16), torch.randn(2, 7, 16)
+    lengths = torch.tensor([7, 2])
+    out, weights = ours(x, memory, mask=padding_mask(lengths, 7), need_weights=True)
+    ref, ref_weights = theirs(x, memory, memory, key_padding_mask=~padding_mask(lengths, 7)[:, 0, 0])
+    torch.testing.assert_close(out, ref, atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(weights.mean(dim=1), ref_weights, atol=1e-6, rtol=RTOL)
+    assert weights.shape == (2, 2, 3, 7)
+
+
+def test_mha_fast_path_equals_explicit_path_with_mask_bias_and_empty_row():
+    torch.manual_seed(2)
+    mha = MultiHeadAttention(24, 3)
+    x = torch.randn(2, 5, 24)
+    mask = causal_mask(5).expand(2, 1, 5, 5).clone()
+    mask[1, 0, 3] = False                      # a query that may attend nothing
+    bias = torch.randn(3, 5, 5)
+    fast, none = mha(x, mask=mask, bias=bias)
+    explicit, weights = mha(x, mask=mask, bias=bias, need_weights=True)
+    assert none is None and weights is not None
+    assert not torch.isnan(fast).any()
+    torch.testing.assert_close(fast, explicit, atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(fast[1, 3], mha.out_proj.bias, atol=ATOL, rtol=RTOL)
+
+
+def test_gqa_with_as_many_kv_heads_equals_mha():
+    torch.manual_seed(3)
+    mha = MultiHeadAttention(16, 4)
+    gqa = MultiHeadAttention(16, 4, n_kv_heads=4)
+    gqa.load_state_dict(mha.state_dict())
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(gqa(x, mask=causal_mask(5))[0], mha(x, mask=causal_mask(5))[0])
+
+
+def test_gqa_equals_mha_whose_kv_heads_are_repeated():
+    torch.manual_seed(4)
+    gqa = MultiHeadAttention(16, 4, n_kv_heads=2)
+    mha = MultiHeadAttention(16, 4)
+    head_dim = 4
+    with torch.no_grad():
+        for name in ("q_proj", "out_proj"):
+            getattr(mha, name).load_state_dict(getattr(gqa, name).state_dict())
+        for name in ("k_proj", "v_proj"):
+            source = getattr(gqa, name)
+            # query heads 0, 1 share kv head 0; query heads 2, 3 share kv head 1
+            weight = source.weight.view(2, head_dim, 16).repeat_interleave(2, dim=0).reshape(16, 16)
+            bias = source.bias.view(2, head_dim).repeat_interleave(2, dim=0).reshape(16)
+            getattr(mha, name).weight.copy_(weight)
+            getattr(mha, name).bias.copy_(bias)
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(gqa(x, mask=causal_mask(5))[0], mha(x, mask=causal_mask(5))[0],
+                               atol=ATOL, rtol=RTOL)
+    assert gqa.k_proj.weight.shape == (8, 16)
+
+
+def test_mha_rope_rotates_queries_and_keys():
+    torch.manual_seed(5)
+    mha = MultiHeadAttention(16, 2)
+    x = torch.randn(1, 4, 16)
+    positions = torch.arange(4)
+    out, weights = mha(x, rope_positions=positions, need_weights=True)
+    q = apply_rope(mha.q_proj(x).view(1, 4, 2, 8).transpose(1, 2), positions)
+    k = apply_rope(mha.k_proj(x).view(1, 4, 2, 8).transpose(1, 2), positions)
+    expected = torch.softmax(q @ k.transpose(-1, -2) / 8 ** 0.5, dim=-1)
+    torch.testing.assert_close(weights, expected, atol=1e-6, rtol=RTOL)
+
+
+def test_mha_with_cache_matches_full_forward():
+    torch.manual_seed(6)
+    mha = MultiHeadAttention(16, 4, n_kv_heads=2).eval()
+    x = torch.randn(2, 6, 16)
+    full, _ = mha(x, mask=causal_mask(6), rope_positions=torch.arange(6))
+    cache = KVCache(1, 2, 8, 2, 4)
+    with torch.no_grad():
+        first, _ = mha(x[:, :4], mask=causal_mask(4), rope_positions=torch.arange(4),
+                       cache=cache.layers[0])
+        rest = [mha(x[:, t:t + 1], rope_positions=torch.tensor([t]), cache=cache.layers[0])[0]
+                for t in (4, 5)]
+    torch.testing.assert_close(torch.cat([first, *rest], dim=1), full, atol=ATOL, rtol=RTOL)
+    assert cache.length == 6
+
+
+def test_mha_validates_its_arguments():
+    with pytest.raises(ValueError, match="not divisible by n_heads"):
+        MultiHeadAttention(30, 4)
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        MultiHeadAttention(32, 4, n_kv_heads=3)
+    mha = MultiHeadAttention(16, 2)
+    with pytest.raises(ValueError, match="self-attention only"):
+        mha(torch.randn(1, 2, 16), torch.randn(1, 3, 16), rope_positions=torch.arange(2))
+    with pytest.raises(ValueError, match="d_model=16"):
+        mha(torch.randn(1, 2, 8))

@@ -1,0 +1,157 @@
+"""The preallocated key/value cache for autoregressive decoding.
+
+During generation, the keys and values of tokens already processed never change, so each layer
+stores them instead of recomputing them. One forward pass of the model over ``T`` new tokens then
+computes only the new queries, keys and values, appends the keys and values here, and attends over
+everything stored. (The attention itself still costs O(tokens stored) per new token.)
+
+The buffers are allocated once, at their full size; appending writes in place and returns views,
+so decoding allocates nothing per step. Memory::
+
+    nbytes = 2 (k and v) x n_layers x batch_size x max_len x n_kv_heads x head_dim x bytes per element
+
+The cache is an inference tool: use it under ``torch.no_grad()`` (or ``torch.inference_mode()``,
+creating and using the cache inside the same mode).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["KVCache", "LayerKVCache"]
+
+
+class LayerKVCache:
+    """One layer's slice of a :class:`KVCache`.
+
+    Each layer counts its own ``length``; one model forward appends the same number of tokens to
+    every layer, so after each complete forward all layers agree (:attr:`KVCache.length` checks it).
+
+    Args:
+        keys: this layer's key buffer.
+        values: this layer's value buffer (same shape as ``keys``).
+
+    Shapes:
+        buffers ``(B, n_kv_heads, max_len, head_dim)``.
+    """
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
+        self.keys = keys
+        self.values = values
+        self.length = 0
+
+    @property
+    def max_len(self) -> int:
+        """Capacity in tokens."""
+        return self.keys.shape[2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store the keys and values of ``T`` new tokens and return everything stored so far.
+
+        Args:
+            k: new keys.
+            v: new values.
+
+        Shapes:
+            k, v ``(B, n_kv_heads, T, head_dim)`` -> ``(k_all, v_all)``, each
+            ``(B, n_kv_heads, length + T, head_dim)``: views of the buffers (no copy).
+        """
+        expected = (self.keys.shape[0], self.keys.shape[1], self.keys.shape[3])
+        for name, tensor in (("k", k), ("v", v)):
+            if tensor.dim() != 4 or (tensor.shape[0], tensor.shape[1], tensor.shape[3]) != expected:
+                raise ValueError(
+                    f"{name} has shape {tuple(tensor.shape)}, but this cache stores "
+                    f"(batch_size, n_kv_heads, T, head_dim) = ({expected[0]}, {expected[1]}, T, "
+                    f"{expected[2]}). Create the cache with the model's new_cache(batch_size) for "
+                    "the batch you decode.")
+        if k.shape[2] != v.shape[2]:
+            raise ValueError(f"k has {k.shape[2]} new tokens but v has {v.shape[2]}.")
+        n_new = k.shape[2]
+        end = self.length + n_new
+        if end > self.max_len:
+            raise RuntimeError(
+                f"KV cache is full: its capacity is max_len={self.max_len} tokens, it already holds "
+                f"{self.length}, and {n_new} more were appended. Create a larger cache, e.g. "
+                f"model.new_cache(batch_size, max_len={end}) or KVCache(..., max_len={end}, ...), "
+                "or reset() it to start a new sequence.")
+        self.keys[:, :, self.length:end] = k
+        self.values[:, :, self.length:end] = v
+        self.length = end
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+
+class KVCache:
+    """Keys and values of every layer, preallocated once.
+
+    Args:
+        n_layers: number of attention layers that use the cache.
+        batch_size: number of sequences decoded together.
+        max_len: capacity in tokens (prompt plus generated tokens).
+        n_kv_heads: number of key/value heads (fewer than query heads with grouped-query attention).
+        head_dim: size of each head.
+        dtype: element type of the buffers.
+        device: where the buffers live.
+
+    Shapes:
+        ``keys`` and ``values``: ``(n_layers, batch_size, n_kv_heads, max_len, head_dim)``;
+        ``layers[i]`` is a :class:`LayerKVCache` over ``keys[i]`` and ``values[i]``.
+
+    Example:
+        >>> cache = KVCache(n_layers=2, batch_size=1, max_len=16, n_kv_heads=4, head_dim=8)
+        >>> k_all, v_all = cache.layers[0].append(torch.randn(1, 4, 3, 8), torch.randn(1, 4, 3, 8))
+        >>> k_all.shape, cache.nbytes
+        (torch.Size([1, 4, 3, 8]), 8192)
+    """
+
+    def __init__(self, n_layers: int, batch_size: int, max_len: int, n_kv_heads: int,
+                 head_dim: int, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str | None = None):
+        sizes = dict(n_layers=n_layers, batch_size=batch_size, max_len=max_len,
+                     n_kv_heads=n_kv_heads, head_dim=head_dim)
+        for name, value in sizes.items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        self.n_layers = n_layers
+        self.batch_size = batch_size
+        self.max_len = max_len
+        self.n_kv_heads = n_kv_heads
+        self.head_dim = head_dim
+        shape = (n_layers, batch_size, n_kv_heads, max_len, head_dim)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)
+        self.layers = [LayerKVCache(self.keys[i], self.values[i]) for i in range(n_layers)]
+
+    @property
+    def length(self) -> int:
+        """Number of tokens stored (the position of the next token)."""
+        lengths = {layer.length for layer in self.layers}
+        if len(lengths) != 1:
+            raise RuntimeError(
+                f"the layers of this KV cache hold different numbers of tokens ({sorted(lengths)}), "
+                "probably because a forward pass stopped half-way; call reset() and start again.")
+        return lengths.pop()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the key and value buffers."""
+        return self.keys.numel() * self.keys.element_size() * 2
+
+    def reset(self) -> None:
+        """Forget all stored tokens (the buffers are kept and overwritten later)."""
+        for layer in self.layers:
+            layer.length = 0
+
+    def reorder(self, batch_indices: torch.Tensor) -> None:
+        """Reorder (or duplicate) the stored sequences along the batch, e.g. for beam search.
+
+        After the call, sequence ``b`` holds what sequence ``batch_indices[b]`` held before.
+
+        Args:
+            batch_indices: integer tensor ``(batch_size,)`` of source rows.
+        """
+        if batch_indices.shape != (self.batch_size,):
+            raise ValueError(f"batch_indices must have shape ({self.batch_size},), got "
+                             f"{tuple(batch_indices.shape)}.")
+        index = batch_indices.to(self.keys.device)
+        self.keys.copy_(self.keys.index_select(1, index))
+        self.values.copy_(self.values.index_select(1, index))
