@@ -1,0 +1,264 @@
+"""Copy Hugging Face GPT-2 and BERT weights into the library's models.
+
+The library's modules use descriptive names; the checkpoints use their own. This file is the only
+place where those checkpoint names appear.
+
+GPT-2 (``GPT2LMHeadModel`` or ``GPT2Model``) -> :class:`~transformer_core.models.DecoderOnlyLM`:
+
+=================================== =================================================
+Hugging Face                        transformer_core
+=================================== =================================================
+``wte`` / ``wpe``                   ``embeddings.token`` / ``embeddings.position``
+``h[i].ln_1`` / ``h[i].ln_2``       ``layers[i].self_attn_norm`` / ``layers[i].ffn_norm``
+``h[i].attn.c_attn``                ``layers[i].self_attn.q_proj``, ``k_proj``, ``v_proj``
+``h[i].attn.c_proj``                ``layers[i].self_attn.out_proj``
+``h[i].mlp.c_fc`` / ``mlp.c_proj``  ``layers[i].ffn.up_proj`` / ``ffn.down_proj``
+``ln_f``                            ``final_norm``
+``lm_head`` (tied to ``wte``)       ``lm_head`` (tied to ``embeddings.token``)
+=================================== =================================================
+
+GPT-2's linear layers are ``Conv1D`` modules whose weight is stored as ``(in, out)``, the transpose
+of ``nn.Linear``'s ``(out, in)``; ``c_attn`` holds the query, key and value projections side by
+side (columns ``[q | k | v]``). ``gelu_new`` is the tanh approximation of GELU.
+
+BERT (``BertModel`` or ``BertForMaskedLM``) -> :class:`~transformer_core.models.EncoderOnlyModel`:
+
+============================================== ==========================================
+Hugging Face                                   transformer_core
+============================================== ==========================================
+``embeddings.word_embeddings``                 ``embeddings.token``
+``embeddings.position_embeddings``             ``embeddings.position``
+``embeddings.token_type_embeddings``           ``embeddings.segment``
+``embeddings.LayerNorm``                       ``embeddings.norm``
+``layer[i].attention.self.query/key/value``    ``layers[i].self_attn.q_proj/k_proj/v_proj``
+``layer[i].attention.output.dense``            ``layers[i].self_attn.out_proj``
+``layer[i].attention.output.LayerNorm``        ``layers[i].self_attn_norm``
+``layer[i].intermediate.dense``                ``layers[i].ffn.up_proj``
+``layer[i].output.dense``                      ``layers[i].ffn.down_proj``
+``layer[i].output.LayerNorm``                  ``layers[i].ffn_norm``
+``cls.predictions.transform.dense``            ``mlm_head.transform``
+``cls.predictions.transform.LayerNorm``        ``mlm_head.norm``
+``cls.predictions.decoder`` (+ ``bias``)       ``mlm_head.vocab_proj``
+============================================== ==========================================
+
+The ``transformers`` package is not imported here: the converters read the modules they are given.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..models import DecoderOnlyLM, EncoderOnlyModel, TransformerConfig
+
+__all__ = ["gpt2_from_hf", "bert_from_hf"]
+
+# Hugging Face activation names -> the library's.
+_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh",
+                "gelu_pytorch_tanh": "gelu_tanh"}
+
+
+def _activation(name, model_name: str, field: str) -> str:
+    if name not in _ACTIVATIONS:
+        raise ValueError(f"{model_name} uses {field}={name!r}, which the library does not implement; "
+                         f"supported: {sorted(_ACTIVATIONS)}")
+    return _ACTIVATIONS[name]
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def _weight_out_in(module: nn.Module) -> torch.Tensor:
+    """The weight of a linear map as ``(out, in)``, from an ``nn.Linear`` or a GPT-2 ``Conv1D``."""
+    if isinstance(module, nn.Linear):
+        return module.weight
+    if type(module).__name__ == "Conv1D":
+        return module.weight.t()                                              # (in, out) -> (out, in)
+    raise TypeError(f"expected nn.Linear or Conv1D, got {type(module).__name__}")
+
+
+@torch.no_grad()
+def _copy_linear(ours: nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    if ours.weight.shape != weight.shape:
+        raise ValueError(f"shape mismatch while copying a linear layer: ours {tuple(ours.weight.shape)}, "
+                         f"checkpoint {tuple(weight.shape)}")
+    ours.weight.copy_(weight)
+    if bias is not None:
+        ours.bias.copy_(bias)
+
+
+@torch.no_grad()
+def _copy_norm(ours: nn.Module, theirs: nn.Module) -> None:
+    ours.weight.copy_(theirs.weight)
+    ours.bias.copy_(theirs.bias)
+
+
+@torch.no_grad()
+def _copy_table(ours: torch.Tensor, theirs: torch.Tensor) -> None:
+    if ours.shape != theirs.shape:
+        raise ValueError(f"shape mismatch while copying an embedding table: ours {tuple(ours.shape)}, "
+                         f"checkpoint {tuple(theirs.shape)}")
+    ours.copy_(theirs)
+
+
+def _finish(ours: nn.Module, theirs: nn.Module) -> nn.Module:
+    reference = next(theirs.parameters())
+    return ours.to(device=reference.device, dtype=reference.dtype).train(theirs.training)
+
+
+def _hf_config(hf_model: nn.Module, model_type: str, function: str):
+    config = getattr(hf_model, "config", None)
+    if getattr(config, "model_type", None) != model_type:
+        raise TypeError(f"{function} expects a Hugging Face {model_type!r} model (e.g. from "
+                        f"transformers' from_pretrained), got {type(hf_model).__name__} with "
+                        f"model_type={getattr(config, 'model_type', None)!r}")
+    return config
+
+
+def gpt2_from_hf(hf_model: nn.Module) -> DecoderOnlyLM:
+    """A :class:`~transformer_core.models.DecoderOnlyLM` with the weights of a Hugging Face GPT-2.
+
+    The sizes come from the Hugging Face config (``n_embd``, ``n_head``, ``n_layer``, ``n_inner``,
+    ``vocab_size``, ``n_positions``, ``layer_norm_epsilon``, ``activation_function``); the result is
+    a Pre-LN decoder with learned positions, a final LayerNorm and an output head tied to the token
+    embedding (untied only if the checkpoint's head is untied). The library has one dropout
+    probability; it takes ``resid_pdrop``. The model is returned on the source model's device and
+    dtype, in its train/eval mode.
+
+    Args:
+        hf_model: a ``transformers`` ``GPT2LMHeadModel`` or ``GPT2Model`` (a ``GPT2Model`` has no
+            head; ours then uses the tied token embedding, as ``GPT2LMHeadModel`` does).
+
+    Returns:
+        A ``DecoderOnlyLM`` whose logits equal the Hugging Face model's (up to float rounding).
+
+    Shapes:
+        the returned model maps ids ``(B, T)`` to logits ``(B, T, vocab_size)``, ``T <= n_positions``.
+
+    Example:
+        >>> from transformers import GPT2LMHeadModel
+        >>> ours = gpt2_from_hf(GPT2LMHeadModel.from_pretrained("gpt2"))
+        >>> ours.config.d_model, ours.config.n_layers
+        (768, 12)
+    """
+    config = _hf_config(hf_model, "gpt2", "gpt2_from_hf")
+    body = getattr(hf_model, "transformer", hf_model)
+    head = getattr(hf_model, "lm_head", None)
+    name = type(hf_model).__name__
+    _require(not getattr(config, "add_cross_attention", False),
+             f"{name} has cross-attention (add_cross_attention=True); a decoder-only model has none")
+    _require(getattr(config, "scale_attn_weights", True),
+             f"{name} does not scale attention scores by 1/sqrt(head_dim) (scale_attn_weights=False); "
+             "the library always does")
+    _require(not getattr(config, "scale_attn_by_inverse_layer_idx", False),
+             f"{name} divides attention scores by the layer index "
+             "(scale_attn_by_inverse_layer_idx=True), which the library does not implement")
+    activation = _activation(config.activation_function, name, "activation_function")
+    tied = head is None or head.weight is body.wte.weight
+    d_ff = config.n_inner if config.n_inner is not None else 4 * config.n_embd
+    ours = DecoderOnlyLM(TransformerConfig.gpt2(
+        vocab_size=config.vocab_size, d_model=config.n_embd, n_heads=config.n_head,
+        n_layers=config.n_layer, d_ff=d_ff, max_len=config.n_positions, dropout=config.resid_pdrop,
+        activation=activation, layer_norm_eps=config.layer_norm_epsilon, tie_weights=tied))
+
+    d_model = config.n_embd
+    _copy_table(ours.embeddings.token.weight, body.wte.weight)
+    _copy_table(ours.embeddings.position.weight, body.wpe.weight)
+    for mine, block in zip(ours.layers, body.h):
+        qkv_weight = _weight_out_in(block.attn.c_attn)                        # (3d, d): rows [q; k; v]
+        qkv_bias = block.attn.c_attn.bias                                     # (3d,)
+        for i, projection in enumerate((mine.self_attn.q_proj, mine.self_attn.k_proj,
+                                        mine.self_attn.v_proj)):
+            rows = slice(i * d_model, (i + 1) * d_model)
+            _copy_linear(projection, qkv_weight[rows], qkv_bias[rows])
+        _copy_linear(mine.self_attn.out_proj, _weight_out_in(block.attn.c_proj), block.attn.c_proj.bias)
+        _copy_linear(mine.ffn.up_proj, _weight_out_in(block.mlp.c_fc), block.mlp.c_fc.bias)
+        _copy_linear(mine.ffn.down_proj, _weight_out_in(block.mlp.c_proj), block.mlp.c_proj.bias)
+        _copy_norm(mine.self_attn_norm, block.ln_1)
+        _copy_norm(mine.ffn_norm, block.ln_2)
+    _copy_norm(ours.final_norm, body.ln_f)
+    if not tied:
+        _copy_linear(ours.lm_head, head.weight, None)
+    return _finish(ours, hf_model)
+
+
+def bert_from_hf(hf_model: nn.Module) -> EncoderOnlyModel:
+    """A :class:`~transformer_core.models.EncoderOnlyModel` with the weights of a Hugging Face BERT.
+
+    The sizes come from the Hugging Face config (``hidden_size``, ``num_attention_heads``,
+    ``num_hidden_layers``, ``intermediate_size``, ``vocab_size``, ``max_position_embeddings``,
+    ``type_vocab_size``, ``layer_norm_eps``, ``hidden_act``); the result is a Post-LN encoder with
+    learned positions, segment (token-type) embeddings and a LayerNorm after the embeddings. From a
+    ``BertForMaskedLM`` the masked-LM head is copied too; from a ``BertModel`` our ``mlm_head``
+    keeps its random initialisation (a ``BertModel`` has none). BERT's pooler (the tanh layer over
+    [CLS] used for next-sentence prediction) has no counterpart and is not copied. The library has
+    one dropout probability; it takes ``hidden_dropout_prob``. The model is returned on the source
+    model's device and dtype, in its train/eval mode.
+
+    Call the result with ``segment_ids`` where Hugging Face takes ``token_type_ids`` (the same
+    values) and the same ``attention_mask`` (1 on real tokens, 0 on padding).
+
+    Args:
+        hf_model: a ``transformers`` ``BertModel`` or ``BertForMaskedLM``.
+
+    Returns:
+        An ``EncoderOnlyModel`` whose hidden states equal the Hugging Face ``last_hidden_state``
+        (up to float rounding).
+
+    Shapes:
+        the returned model maps ids ``(B, T)`` to hidden states ``(B, T, hidden_size)``.
+
+    Example:
+        >>> from transformers import BertModel
+        >>> ours = bert_from_hf(BertModel.from_pretrained("bert-base-uncased"))
+        >>> ours.config.layer_norm_eps
+        1e-12
+    """
+    config = _hf_config(hf_model, "bert", "bert_from_hf")
+    body = getattr(hf_model, "bert", hf_model)
+    mlm = getattr(getattr(hf_model, "cls", None), "predictions", None)
+    name = type(hf_model).__name__
+    is_decoder = getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False)
+    _require(not is_decoder,
+             f"{name} is configured as a decoder (is_decoder / add_cross_attention); only the "
+             "bidirectional encoder can be converted")
+    position_type = getattr(config, "position_embedding_type", "absolute")
+    _require(position_type == "absolute",
+             f"{name} uses position_embedding_type={position_type!r}; only 'absolute' (learned "
+             "absolute positions) is supported")
+    activation = _activation(config.hidden_act, name, "hidden_act")
+    word_embeddings = body.embeddings.word_embeddings.weight
+    tied = mlm is None or mlm.decoder.weight is word_embeddings
+    ours = EncoderOnlyModel(TransformerConfig.bert(
+        vocab_size=config.vocab_size, d_model=config.hidden_size, n_heads=config.num_attention_heads,
+        n_layers=config.num_hidden_layers, d_ff=config.intermediate_size,
+        max_len=config.max_position_embeddings, n_segments=config.type_vocab_size,
+        dropout=config.hidden_dropout_prob, activation=activation,
+        layer_norm_eps=config.layer_norm_eps, tie_weights=tied))
+
+    embeddings = body.embeddings
+    _copy_table(ours.embeddings.token.weight, word_embeddings)
+    _copy_table(ours.embeddings.position.weight, embeddings.position_embeddings.weight)
+    _copy_table(ours.embeddings.segment.weight, embeddings.token_type_embeddings.weight)
+    _copy_norm(ours.embeddings.norm, embeddings.LayerNorm)
+    for mine, block in zip(ours.layers, body.encoder.layer):
+        attention = block.attention
+        _copy_linear(mine.self_attn.q_proj, attention.self.query.weight, attention.self.query.bias)
+        _copy_linear(mine.self_attn.k_proj, attention.self.key.weight, attention.self.key.bias)
+        _copy_linear(mine.self_attn.v_proj, attention.self.value.weight, attention.self.value.bias)
+        _copy_linear(mine.self_attn.out_proj, attention.output.dense.weight, attention.output.dense.bias)
+        _copy_norm(mine.self_attn_norm, attention.output.LayerNorm)
+        _copy_linear(mine.ffn.up_proj, block.intermediate.dense.weight, block.intermediate.dense.bias)
+        _copy_linear(mine.ffn.down_proj, block.output.dense.weight, block.output.dense.bias)
+        _copy_norm(mine.ffn_norm, block.output.LayerNorm)
+    if mlm is not None:
+        head = ours.mlm_head
+        _copy_linear(head.transform, mlm.transform.dense.weight, mlm.transform.dense.bias)
+        _copy_norm(head.norm, mlm.transform.LayerNorm)
+        output_bias = getattr(mlm.decoder, "bias", None)
+        if output_bias is None:
+            output_bias = mlm.bias
+        _copy_linear(head.vocab_proj, mlm.decoder.weight, output_bias)
+    return _finish(ours, hf_model)

@@ -1,0 +1,460 @@
+"""Decoding: turning next-token logits into text, one token at a time.
+
+The pieces, in the order a sampler applies them to the logits of the last position:
+
+1. :func:`temperature_scale` divides the logits by a temperature (below 1 sharpens, above 1 flattens);
+2. :func:`top_k_filter` keeps the ``k`` largest logits of each row;
+3. :func:`top_p_filter` keeps the nucleus: the most probable tokens whose probability mass reaches ``p``;
+4. :func:`sample_next_token` takes the arg-max (greedy) or draws from the softmax of what is left.
+
+:func:`generate` runs that loop for a :class:`~transformer_core.models.DecoderOnlyLM`, either with a
+preallocated KV cache (prefill the prompt once, then feed one token per step) or by re-running the
+whole context every step; under greedy decoding both give the same tokens. :func:`beam_search`
+keeps the ``beam_size`` most probable partial sequences instead of one.
+
+Filters never modify their input: they return a new tensor in which removed tokens are ``-inf``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "temperature_scale",
+    "top_k_filter",
+    "top_p_filter",
+    "sample_next_token",
+    "generate",
+    "beam_search",
+    "BeamHypothesis",
+]
+
+
+def _check_logits(logits: torch.Tensor, name: str) -> None:
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"{name}: logits must be a tensor of shape (..., vocab_size), "
+                        f"got {type(logits).__name__}")
+    if not logits.is_floating_point():
+        raise TypeError(f"{name}: logits must be floating point, got dtype {logits.dtype}; "
+                        "pass the model's scores, not token ids")
+    if logits.dim() == 0 or logits.shape[-1] == 0:
+        raise ValueError(f"{name}: logits must have a non-empty last (vocabulary) dimension, "
+                         f"got shape {tuple(logits.shape)}")
+
+
+def _descending_order(values: torch.Tensor) -> torch.Tensor:
+    """Indices that sort ``values`` along the last dim, largest first; equal values keep index order."""
+    return torch.sort(values, dim=-1, descending=True, stable=True).indices
+
+
+def temperature_scale(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Divide logits by a temperature: ``softmax(logits / T)``.
+
+    ``T < 1`` sharpens the distribution towards the arg-max (``T -> 0`` is greedy decoding),
+    ``T > 1`` flattens it towards uniform, ``T = 1`` leaves it unchanged.
+
+    Args:
+        logits: unnormalised scores over the vocabulary.
+        temperature: a finite number ``> 0``.
+
+    Returns:
+        ``logits / temperature`` (a new tensor).
+
+    Shapes:
+        logits: ``(..., V)``; returns ``(..., V)``.
+
+    Example:
+        >>> temperature_scale(torch.tensor([2.0, 0.0]), 0.5)
+        tensor([4., 0.])
+    """
+    _check_logits(logits, "temperature_scale")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}; "
+                         "for deterministic (greedy) decoding use do_sample=False instead of "
+                         "temperature 0")
+    return logits / temperature
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the ``k`` largest logits of each row and set the others to ``-inf``.
+
+    Ties: exactly ``min(k, V)`` entries are kept per row. When several tokens share the value at the
+    boundary, the ones with the smaller token index are kept (the order of a stable descending sort),
+    so the result is deterministic. ``k >= V`` keeps every token.
+
+    Args:
+        logits: unnormalised scores over the vocabulary.
+        k: how many tokens to keep, an integer ``>= 1``.
+
+    Returns:
+        A new tensor equal to ``logits`` on the kept entries and ``-inf`` elsewhere.
+
+    Shapes:
+        logits: ``(..., V)``; returns ``(..., V)``.
+
+    Example:
+        >>> top_k_filter(torch.tensor([1.0, 3.0, 3.0, 2.0]), 2)
+        tensor([-inf, 3., 3., -inf])
+    """
+    _check_logits(logits, "top_k_filter")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"top_k_filter: k must be an integer >= 1, got {k!r}; "
+                         "pass top_k=None to switch top-k filtering off")
+    vocab_size = logits.shape[-1]
+    if k >= vocab_size:
+        return logits.clone()
+    keep_index = _descending_order(logits)[..., :k]
+    keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, keep_index, True)
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus filtering: keep the fewest most probable tokens whose probability sums to ``>= p``.
+
+    Convention, precisely: sort the tokens of a row by probability, largest first (equal
+    probabilities in token-index order, as in :func:`top_k_filter`). The token at sorted position
+    ``i`` is kept when the probability mass of the tokens *before* it is ``< p``. Hence the most
+    probable token is always kept, the kept mass is ``>= p``, and dropping the least probable kept
+    token leaves a mass ``< p``. A mass exactly equal to ``p`` stops the set there: with
+    probabilities ``(0.5, 0.25, 0.25)`` and ``p = 0.75`` two tokens are kept. Probabilities and
+    their running sums are computed in float64 from the given logits, so a boundary is decided as
+    exactly as float64 allows. ``p = 1`` keeps every token.
+
+    Args:
+        logits: unnormalised scores over the vocabulary; ``-inf`` entries have probability 0.
+        p: the probability mass to keep, ``0 < p <= 1``.
+
+    Returns:
+        A new tensor equal to ``logits`` on the kept entries and ``-inf`` elsewhere. The softmax of
+        the result is the renormalised nucleus distribution.
+
+    Shapes:
+        logits: ``(..., V)``; returns ``(..., V)``.
+
+    Example:
+        >>> probs = torch.tensor([0.1, 0.6, 0.3])
+        >>> top_p_filter(probs.log(), 0.8).softmax(-1)  # 0.6 < 0.8, 0.6 + 0.3 >= 0.8
+        tensor([0.0000, 0.6667, 0.3333])
+    """
+    _check_logits(logits, "top_p_filter")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        raise ValueError(f"top_p_filter: p must be a number with 0 < p <= 1, got {p!r}; "
+                         "pass top_p=None to switch nucleus filtering off")
+    if p == 1:
+        return logits.clone()
+    order = _descending_order(logits)
+    sorted_probs = torch.softmax(logits.gather(-1, order).double(), dim=-1)
+    cumulative = torch.cumsum(sorted_probs, dim=-1)
+    mass_before = torch.cat([torch.zeros_like(cumulative[..., :1]), cumulative[..., :-1]], dim=-1)
+    keep_sorted = mass_before < p
+    keep_sorted[..., 0] = True
+    keep = torch.zeros_like(keep_sorted).scatter_(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def _check_optional_int(value, name: str) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be None (off) or an integer >= 1, got {value!r}")
+
+
+def sample_next_token(
+    logits: torch.Tensor,
+    *,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Choose one token per row from next-token logits.
+
+    Greedy (``do_sample=False``): the arg-max of each row; among equal maxima the smallest token
+    index wins. Temperature, top-k and top-p cannot change the arg-max, so they are checked but
+    otherwise ignored. Sampling (``do_sample=True``): apply :func:`temperature_scale`, then
+    :func:`top_k_filter` (if ``top_k``), then :func:`top_p_filter` (if ``top_p``), and draw from the
+    softmax of the result with ``torch.multinomial``; the same ``generator`` state gives the same draw.
+
+    Args:
+        logits: next-token scores, one row per sequence.
+        do_sample: draw at random instead of taking the arg-max.
+        temperature: ``> 0``; see :func:`temperature_scale`.
+        top_k: keep only the ``top_k`` largest logits (``None`` = off).
+        top_p: keep only the nucleus of mass ``top_p`` (``None`` = off).
+        generator: random number generator for reproducible sampling (on the logits' device).
+
+    Returns:
+        The chosen token ids (``torch.long``).
+
+    Shapes:
+        logits: ``(B, V)``; returns ``(B,)``.
+
+    Example:
+        >>> sample_next_token(torch.tensor([[0.1, 2.0, -1.0]]))
+        tensor([1])
+    """
+    _check_logits(logits, "sample_next_token")
+    if logits.dim() != 2:
+        raise ValueError(f"sample_next_token expects logits of shape (B, V), got {tuple(logits.shape)}; "
+                         "for a language model's output (B, T, V) pass logits[:, -1, :]")
+    scaled = temperature_scale(logits, temperature)
+    _check_optional_int(top_k, "top_k")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None (off) or a number with 0 < top_p <= 1, got {top_p!r}")
+    if not do_sample:
+        return torch.argmax(logits, dim=-1)
+    if top_k is not None:
+        scaled = top_k_filter(scaled, top_k)
+    if top_p is not None:
+        scaled = top_p_filter(scaled, top_p)
+    probs = torch.softmax(scaled.float(), dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+
+
+def _check_prompt(idx: torch.Tensor, name: str) -> None:
+    if (not isinstance(idx, torch.Tensor) or idx.dtype != torch.long or idx.dim() != 2
+            or idx.shape[1] == 0):
+        described = (f"shape {tuple(idx.shape)} and dtype {idx.dtype}" if isinstance(idx, torch.Tensor)
+                     else type(idx).__name__)
+        raise ValueError(f"{name}: idx must be a non-empty LongTensor of token ids of shape (B, T), got "
+                         f"{described}; a single prompt of shape (T,) becomes (1, T) with idx[None]")
+
+
+def _max_len(model) -> int:
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "max_len"):
+        raise TypeError(f"expected a DecoderOnlyLM (a model with .config.max_len), "
+                        f"got {type(model).__name__}")
+    return config.max_len
+
+
+@torch.no_grad()
+def generate(
+    model,
+    idx: torch.Tensor,
+    max_new_tokens: int,
+    *,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    use_cache: bool = True,
+    eos_token_id: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Continue each prompt by ``max_new_tokens`` tokens with a decoder-only language model.
+
+    Every step turns the logits of the last position into one token with :func:`sample_next_token`
+    and appends it.
+
+    * ``use_cache=True``: the prompt is run once (prefill) into a KV cache preallocated by
+      ``model.new_cache``; every later step feeds only the newest token, whose keys and values are
+      appended to the cache.
+    * ``use_cache=False``: every step re-runs the whole context, cropped to its last
+      ``model.config.max_len`` tokens when it is longer (a sliding window).
+
+    Context longer than ``max_len``: the cache holds at most ``max_len`` tokens. When the prompt
+    plus the generated tokens no longer fit, generation falls back to the uncached sliding window
+    for the remaining steps (and starts uncached if the prompt alone is longer than ``max_len``).
+    While the context fits, both paths run the model on exactly the same tokens, and after that
+    both crop the same way, so under greedy decoding ``use_cache=True`` and ``use_cache=False``
+    return identical tokens.
+
+    The model runs in eval mode (no dropout) under ``torch.no_grad()``; its previous train/eval
+    mode is restored afterwards, also when an error is raised.
+
+    Args:
+        model: a :class:`~transformer_core.models.DecoderOnlyLM` (``model(idx, cache=...)`` returns
+            ``(logits, loss)``; ``model.new_cache(batch_size, max_len)`` gives a KV cache).
+        idx: prompt token ids.
+        max_new_tokens: number of tokens to generate, ``>= 0``.
+        do_sample: sample instead of greedy arg-max.
+        temperature: see :func:`temperature_scale` (sampling only).
+        top_k: see :func:`top_k_filter` (sampling only; ``None`` = off).
+        top_p: see :func:`top_p_filter` (sampling only; ``None`` = off).
+        use_cache: use the KV cache (fast) or re-run the context every step (simple).
+        eos_token_id: end-of-sequence token. A sequence that produced it keeps receiving it (as
+            padding), and generation stops early once every sequence has produced it.
+        generator: random number generator for reproducible sampling.
+
+    Returns:
+        The prompts followed by the generated tokens.
+
+    Shapes:
+        idx ``(B, T)`` -> ``(B, T + n)`` with ``n = max_new_tokens``, or fewer when every sequence
+        reached ``eos_token_id`` early.
+
+    Example:
+        >>> out = generate(model, torch.tensor([[1, 2, 3]]), 5)  # greedy, with the KV cache
+        >>> out.shape
+        torch.Size([1, 8])
+    """
+    _check_prompt(idx, "generate")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    max_len = _max_len(model)
+    batch_size, prompt_len = idx.shape
+    was_training = model.training
+    model.eval()
+    try:
+        tokens = idx
+        finished = torch.zeros(batch_size, dtype=torch.bool, device=idx.device)
+        cache = None
+        if use_cache and max_new_tokens > 0 and prompt_len <= max_len:
+            # The last generated token is never fed back, hence the - 1.
+            capacity = min(prompt_len + max_new_tokens - 1, max_len)
+            cache = model.new_cache(batch_size, capacity, device=idx.device)
+        next_input = tokens
+        for _ in range(max_new_tokens):
+            if cache is not None and cache.length + next_input.shape[1] <= cache.max_len:
+                logits, _ = model(next_input, cache=cache)                  # (B, T_new, V)
+            else:
+                cache = None
+                logits, _ = model(tokens[:, -max_len:])                     # (B, <=max_len, V)
+            next_token = sample_next_token(logits[:, -1, :], do_sample=do_sample, temperature=temperature,
+                                           top_k=top_k, top_p=top_p, generator=generator)  # (B,)
+            if eos_token_id is not None:
+                next_token = torch.where(finished, eos_token_id, next_token)
+                finished |= next_token == eos_token_id
+            next_input = next_token[:, None]                                # (B, 1)
+            tokens = torch.cat([tokens, next_input], dim=1)
+            if eos_token_id is not None and bool(finished.all()):
+                break
+        return tokens
+    finally:
+        model.train(was_training)
+
+
+class BeamHypothesis(NamedTuple):
+    """One finished beam-search hypothesis.
+
+    Attributes:
+        tokens: the prompt followed by the generated tokens (ending in ``eos_token_id`` if it
+            finished that way), shape ``(T + n,)``.
+        log_prob: the sum of the log-probabilities of the ``n`` generated tokens.
+        score: ``log_prob / n ** length_penalty``, the quantity beams are ranked by.
+    """
+
+    tokens: torch.Tensor
+    log_prob: float
+    score: float
+
+
+@torch.no_grad()
+def beam_search(
+    model,
+    idx: torch.Tensor,
+    *,
+    beam_size: int,
+    max_new_tokens: int,
+    length_penalty: float = 1.0,
+    eos_token_id: int | None = None,
+) -> list[BeamHypothesis]:
+    """Beam search: keep the ``beam_size`` most probable continuations at every step.
+
+    Each step extends every live beam by every vocabulary token, scores the extensions by their
+    total log-probability, and keeps the best ``beam_size`` that do not end in ``eos_token_id``.
+    An extension ending in ``eos_token_id`` that ranks among the best ``beam_size`` becomes a
+    finished hypothesis. When ``max_new_tokens`` is reached, the live beams finish too. Finished
+    hypotheses are ranked by ``score = log_prob / n ** length_penalty`` with ``n`` the number of
+    generated tokens (``length_penalty = 0``: raw log-probability, which favours short outputs;
+    larger values favour longer ones). The search stops early only when no live beam can still
+    beat the ``beam_size``-th finished score (an exact bound, not a heuristic), so the result equals
+    running every step.
+
+    Candidates with equal log-probability are ranked by (beam, token) index, so ``beam_size=1``
+    without ``eos_token_id`` gives exactly greedy decoding.
+
+    Simplifications, for readability: one prompt (batch size 1), no KV cache (every step re-runs
+    each beam's context, cropped to ``model.config.max_len``), log-probabilities accumulated in
+    float64.
+
+    Args:
+        model: a :class:`~transformer_core.models.DecoderOnlyLM`.
+        idx: one prompt.
+        beam_size: number of beams, ``>= 1``.
+        max_new_tokens: maximum number of generated tokens, ``>= 1``.
+        length_penalty: exponent of the length normalisation.
+        eos_token_id: token that ends a hypothesis (``None``: all hypotheses have
+            ``max_new_tokens`` tokens).
+
+    Returns:
+        Up to ``beam_size`` :class:`BeamHypothesis`, best score first.
+
+    Shapes:
+        idx ``(1, T)`` or ``(T,)``; each hypothesis's ``tokens`` is ``(T + n,)``, ``n <= max_new_tokens``.
+
+    Example:
+        >>> best = beam_search(model, torch.tensor([[1, 2]]), beam_size=4, max_new_tokens=5)[0]
+        >>> best.tokens.shape, best.score <= 0
+        (torch.Size([7]), True)
+    """
+    if isinstance(idx, torch.Tensor) and idx.dim() == 1:
+        idx = idx[None]
+    _check_prompt(idx, "beam_search")
+    if idx.shape[0] != 1:
+        raise ValueError(f"beam_search handles one prompt at a time (batch size 1), got a batch of "
+                         f"{idx.shape[0]}; loop over the prompts")
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"beam_size must be an integer >= 1, got {beam_size!r}")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
+            or not math.isfinite(length_penalty):
+        raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
+    max_len = _max_len(model)
+
+    def score(log_prob: float, n_generated: int) -> float:
+        return log_prob / n_generated ** length_penalty
+
+    was_training = model.training
+    model.eval()
+    try:
+        alive = idx                                                         # (n_alive, T + step)
+        alive_log_probs = torch.zeros(1, dtype=torch.float64, device=idx.device)  # (n_alive,)
+        finished: list[BeamHypothesis] = []
+        for step in range(1, max_new_tokens + 1):
+            logits, _ = model(alive[:, -max_len:])
+            log_probs = F.log_softmax(logits[:, -1, :].double(), dim=-1)    # (n_alive, V)
+            vocab_size = log_probs.shape[-1]
+            candidates = (alive_log_probs[:, None] + log_probs).flatten()   # (n_alive * V,)
+            order = _descending_order(candidates)
+            next_rows, next_log_probs = [], []
+            for rank, flat_index in enumerate(order.tolist()):
+                total = candidates[flat_index].item()
+                if len(next_rows) == beam_size or total == float("-inf"):
+                    break
+                beam, token = divmod(flat_index, vocab_size)
+                sequence = torch.cat([alive[beam], alive.new_tensor([token])])
+                if token == eos_token_id:
+                    if rank < beam_size:
+                        finished.append(BeamHypothesis(sequence, total, score(total, step)))
+                else:
+                    next_rows.append(sequence)
+                    next_log_probs.append(total)
+            if not next_rows:
+                alive = None
+                break
+            alive = torch.stack(next_rows)
+            alive_log_probs = torch.tensor(next_log_probs, dtype=torch.float64, device=idx.device)
+            if len(finished) >= beam_size and step < max_new_tokens:
+                # A live beam's log-probability can only fall; its best reachable score uses the
+                # length that flatters it most: the longest for length_penalty > 0, else the shortest.
+                best_length = max_new_tokens if length_penalty > 0 else step + 1
+                bound = score(alive_log_probs.max().item(), best_length)
+                worst_kept = sorted((h.score for h in finished), reverse=True)[beam_size - 1]
+                if bound <= worst_kept:
+                    alive = None
+                    break
+        if alive is not None:
+            finished.extend(BeamHypothesis(row, lp, score(lp, alive.shape[1] - idx.shape[1]))
+                            for row, lp in zip(alive, alive_log_probs.tolist()))
+        finished.sort(key=lambda h: h.score, reverse=True)
+        return finished[:beam_size]
+    finally:
+        model.train(was_training)
