@@ -146,6 +146,8 @@ def test_filters_leave_their_input_untouched_and_accept_extra_batch_dims():
 def test_greedy_takes_the_argmax_with_ties_to_the_lower_index():
     logits = torch.tensor([[0.1, 2.0, 2.0], [5.0, -1.0, 5.0]])
     assert sample_next_token(logits).tolist() == [1, 0]
+    with pytest.raises(ValueError, match="temperature"):
+        sample_next_token(logits, temperature=0.0)  # checked in greedy mode too
 
 
 def test_sampling_is_reproducible_with_a_seeded_generator():

@@ -242,7 +242,7 @@ def transformer_base_config(**overrides):
 
     The paper's Table 3 lists 65M for this model. It does not say how that number was counted,
     and counting the architecture as described gives 63.1M; we do not know the source of the
-    1.9M difference (it equals about 3,800 rows of the 512-wide embedding, so a larger effective
+    1.9M difference (it equals about 3,700 rows of the 512-wide embedding, so a larger effective
     vocabulary than the stated "about 37000" tokens would explain it, but the paper does not
     confirm this). Untying the source and target embeddings would give 82.0M, far above 65M.
 
@@ -280,6 +280,9 @@ def flops_per_token(config, context_len: int | None = None, *, training: bool = 
       and to the weights), hence the factor 3 (Hoffmann et al., 2022, Appendix F).
 
     This is PaLM's ``6N + 12 L H Q T`` (Chowdhery et al., 2022, Appendix B) with ``H Q = d``.
+    Kaplan et al. (2020) write the forward attention term as ``2 n_layer n_ctx d_attn``, counting
+    one of the two context-sized products; PaLM's ``12 L H Q T`` for training counts both, as here.
+    The tests check this count against ``torch.utils.flop_counter.FlopCounterMode`` on a real model.
 
     Args:
         config: a :class:`~transformer_core.models.TransformerConfig`.

@@ -51,6 +51,14 @@ def _descending_order(values: torch.Tensor) -> torch.Tensor:
     return torch.sort(values, dim=-1, descending=True, stable=True).indices
 
 
+def _check_temperature(temperature) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not math.isfinite(temperature) or temperature <= 0:
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}; "
+                         "for deterministic (greedy) decoding use do_sample=False instead of "
+                         "temperature 0")
+
+
 def temperature_scale(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Divide logits by a temperature: ``softmax(logits / T)``.
 
@@ -72,11 +80,7 @@ def temperature_scale(logits: torch.Tensor, temperature: float) -> torch.Tensor:
         tensor([4., 0.])
     """
     _check_logits(logits, "temperature_scale")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-            or not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}; "
-                         "for deterministic (greedy) decoding use do_sample=False instead of "
-                         "temperature 0")
+    _check_temperature(temperature)
     return logits / temperature
 
 
@@ -201,13 +205,14 @@ def sample_next_token(
     if logits.dim() != 2:
         raise ValueError(f"sample_next_token expects logits of shape (B, V), got {tuple(logits.shape)}; "
                          "for a language model's output (B, T, V) pass logits[:, -1, :]")
-    scaled = temperature_scale(logits, temperature)
+    _check_temperature(temperature)
     _check_optional_int(top_k, "top_k")
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
                               or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None (off) or a number with 0 < top_p <= 1, got {top_p!r}")
     if not do_sample:
         return torch.argmax(logits, dim=-1)
+    scaled = temperature_scale(logits, temperature)
     if top_k is not None:
         scaled = top_k_filter(scaled, top_k)
     if top_p is not None:
