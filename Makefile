@@ -28,7 +28,7 @@ book: setup exercises
 	$(VENV)/bin/jupyter-book build . --warningiserror --keep-going
 
 test: setup
-	$(PY) -m pytest -n $(JOBS)
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup
 
 bench: setup
 	$(PY) -m transformer_core bench

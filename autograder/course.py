@@ -1,0 +1,249 @@
+"""The course's assignments and ``python -m autograder generate``.
+
+An assignment is a folder ``solutions/<NN-slug>/`` holding nbgrader source notebooks. Generating
+it runs nbgrader's ``generate_assignment`` machinery (clear solutions, remove hidden tests, lock
+cells, compute checksums) in a throwaway course directory and writes the result, in normal form,
+to ``exercises/<NN-slug>/``. The same throwaway directory, with its gradebook, is what grading
+starts from (see :mod:`autograder.grading`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from autograder.nbgrader_config import COURSE_ID, EXECUTE_TIMEOUT_S, course_config
+from autograder.notebooks import REPO_ROOT, dumps_normalized, read_notebook
+
+IGNORED_NAMES = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store")
+NBGRADER_LOGGER = "autograder.nbgrader"
+
+
+class UsageError(Exception):
+    """The command was called wrongly (a bad path, an unknown assignment); exit status 2."""
+
+
+class NbgraderRunError(RuntimeError):
+    """nbgrader could not process an assignment or a submission; the message says why."""
+
+
+def list_assignments(root: Path = REPO_ROOT) -> list[str]:
+    """Return the names of the assignments: the folders of ``solutions/`` that hold notebooks."""
+    base = Path(root) / "solutions"
+    if not base.is_dir():
+        return []
+    return sorted(p.name for p in base.iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and any(p.glob("*.ipynb")))
+
+
+def assignment_notebooks(assignment: str, root: Path = REPO_ROOT) -> list[str]:
+    """Return the notebook names (without ``.ipynb``) of one assignment, sorted."""
+    return sorted(p.stem for p in (Path(root) / "solutions" / assignment).glob("*.ipynb"))
+
+
+def resolve_assignments(names: Iterable[str] | None, root: Path = REPO_ROOT) -> list[str]:
+    """Check assignment names against ``solutions/``; ``None``, empty or ``["all"]`` means all of them.
+
+    Raises:
+        UsageError: naming the unknown assignments and the ones that exist.
+    """
+    available = list_assignments(root)
+    names = [n.strip("/") for n in (names or [])]
+    if not names or names == ["all"]:
+        return available
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise UsageError(f"unknown assignment{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}; "
+                         f"the assignments under {Path(root) / 'solutions'} are: "
+                         f"{', '.join(available) or '(none)'}")
+    return list(dict.fromkeys(names))
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def captured_nbgrader_log() -> Iterator[tuple[logging.Logger, list[logging.LogRecord]]]:
+    """Give nbgrader a logger whose warnings and errors are collected instead of printed."""
+    logger = logging.getLogger(NBGRADER_LOGGER)
+    logger.propagate = False
+    logger.setLevel(logging.WARNING)
+    handler = _Collect()
+    logger.addHandler(handler)
+    try:
+        yield logger, handler.records
+    finally:
+        logger.removeHandler(handler)
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(.*))?$")
+
+
+def error_summary(records: list[logging.LogRecord]) -> str:
+    """Condense nbgrader's error records into one line, preferring the exception that stopped it."""
+    errors = [r.getMessage() for r in records if r.levelno >= logging.ERROR]
+    for message in reversed(errors):
+        for line in reversed(message.strip().splitlines()):
+            match = _EXCEPTION_LINE.match(line.strip())
+            if match:
+                name, detail = match.groups()
+                return f"{name}: {detail}" if detail else name
+    return errors[0].strip().splitlines()[0] if errors else "nbgrader failed without saying why"
+
+
+def _library_root() -> Path:
+    import transformer_core
+
+    return Path(transformer_core.__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def nbgrader_environment() -> Iterator[None]:
+    """Set the environment nbgrader and its kernels need, and restore it afterwards.
+
+    nbgrader runs the ``alembic`` command when it creates a gradebook, so the folder of this
+    Python's executables goes first on ``PATH``; kernels must import the same ``transformer_core``
+    as the grader, so its folder goes first on ``PYTHONPATH``.
+    """
+    saved = {key: os.environ.get(key) for key in ("PATH", "PYTHONPATH")}
+    bin_dir = str(Path(sys.executable).parent)
+    os.environ["PATH"] = os.pathsep.join([bin_dir, saved["PATH"] or os.defpath])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(_library_root())] + ([saved["PYTHONPATH"]] if saved["PYTHONPATH"] else []))
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_converter(converter_class: type, config, *, assignment: str, student: str | None = None) -> None:
+    """Run one nbgrader converter (GenerateAssignment, Autograde, GenerateFeedback) for one assignment.
+
+    Args:
+        converter_class: the nbgrader converter class.
+        config: its traitlets ``Config`` (see :func:`autograder.nbgrader_config.course_config`).
+        assignment: the assignment id.
+        student: the student id, for converters that work on submissions.
+
+    Raises:
+        NbgraderRunError: with nbgrader's own explanation when the conversion fails.
+    """
+    from nbgrader.converters.base import NbGraderException
+    from nbgrader.coursedir import CourseDirectory
+
+    with captured_nbgrader_log() as (logger, records), nbgrader_environment(), warnings.catch_warnings():
+        # nbgrader's own SQLAlchemy and nbformat usage warns; none of it concerns the user.
+        warnings.simplefilter("ignore")
+        coursedir = CourseDirectory(config=config, log=logger)
+        coursedir.assignment_id = assignment
+        if student is not None:
+            coursedir.student_id = student
+        converter = converter_class(coursedir=coursedir, config=config, log=logger)
+        converter.force = True
+        try:
+            converter.start()
+        except NbGraderException as error:
+            raise NbgraderRunError(error_summary(records) if records else str(error)) from error
+
+
+@functools.cache
+def _empty_gradebook() -> bytes:
+    """The bytes of a new, empty course gradebook, made once per process.
+
+    Creating a gradebook makes nbgrader run the ``alembic`` command, which takes seconds; every
+    course directory starts from a copy instead.
+    """
+    from nbgrader.api import Gradebook
+
+    with tempfile.TemporaryDirectory(prefix="autograder-gradebook-") as tmp, nbgrader_environment():
+        path = Path(tmp) / "gradebook.db"
+        with Gradebook(f"sqlite:///{path}", COURSE_ID):
+            pass
+        return path.read_bytes()
+
+
+def build_course(assignment: str, course_dir: Path, *, root: Path = REPO_ROOT,
+                 timeout: int = EXECUTE_TIMEOUT_S):
+    """Create a throwaway nbgrader course directory for one assignment and release it there.
+
+    ``course_dir`` receives ``source/<assignment>/`` (a copy of ``solutions/<assignment>/``),
+    ``release/<assignment>/`` (nbgrader's raw release) and ``gradebook.db`` (the assignment's cells,
+    points and checksums, hidden tests included). The originals are only read.
+
+    Returns:
+        The course's nbgrader ``Config``.
+    """
+    course_dir = Path(course_dir)
+    source = Path(root) / "solutions" / assignment
+    if not source.is_dir():
+        raise UsageError(f"no assignment folder {source}")
+    shutil.copytree(source, course_dir / "source" / assignment, ignore=IGNORED_NAMES)
+    (course_dir / "gradebook.db").write_bytes(_empty_gradebook())
+    config = course_config(course_dir, source="source", release="release", timeout=timeout)
+    from nbgrader.converters import GenerateAssignment
+    run_converter(GenerateAssignment, config, assignment=assignment)
+    return config
+
+
+def generate(assignments: Iterable[str] | None = None, *, root: Path = REPO_ROOT,
+             output_dir: Path | None = None) -> list[Path]:
+    """Regenerate the released exercises from the solutions.
+
+    Each ``<output_dir>/<assignment>/`` is replaced by nbgrader's release of
+    ``solutions/<assignment>/`` with every notebook in normal form. The output depends only on the
+    solutions, so a drift test can regenerate into a temporary folder and compare.
+
+    Args:
+        assignments: assignment names; ``None`` or empty means all.
+        root: the repository root.
+        output_dir: where the assignment folders go; default ``<root>/exercises``.
+
+    Returns:
+        The files written, sorted.
+
+    Raises:
+        UsageError: for an unknown assignment.
+        NbgraderRunError: when nbgrader rejects a source notebook (e.g. bad nbgrader metadata).
+    """
+    root = Path(root)
+    names = resolve_assignments(assignments, root)
+    output_dir = Path(output_dir) if output_dir is not None else root / "exercises"
+    written: list[Path] = []
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix="autograder-generate-") as tmp:
+            try:
+                build_course(name, Path(tmp), root=root)
+            except NbgraderRunError as error:
+                raise NbgraderRunError(f"generating {name} failed: {error}") from error
+            release = Path(tmp) / "release" / name
+            files = {p.relative_to(release): p for p in sorted(release.rglob("*")) if p.is_file()}
+            rendered = {rel: (dumps_normalized(read_notebook(path)).encode("utf-8") if path.suffix == ".ipynb"
+                              else path.read_bytes()) for rel, path in files.items()}
+        destination = output_dir / name
+        if destination.exists():
+            shutil.rmtree(destination)
+        for rel, data in rendered.items():
+            target = destination / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            written.append(target)
+    return sorted(written)

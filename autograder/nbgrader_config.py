@@ -1,0 +1,112 @@
+"""nbgrader configuration of the course, usable both as a Python module and as a config file.
+
+``python -m autograder`` builds its configuration with :func:`course_config`. Instructors who
+prefer nbgrader's own commands point them at this file (nbgrader has no ``--config`` flag; this is
+the option that names a config file)::
+
+    nbgrader autograde 02-self-attention --NbGrader.config_file=autograder/nbgrader_config.py
+    nbgrader generate_feedback 02-self-attention --NbGrader.config_file=autograder/nbgrader_config.py
+
+from the repository root with the course library importable (``make setup``). The course layout is
+``solutions/`` (nbgrader's source) and ``exercises/`` (its release) in the repository; the
+gradebook and the ``submitted/``, ``autograded/`` and ``feedback/`` folders live outside the
+repository, in :func:`grading_home` (``$TRANSFORMER_CORE_GRADING_HOME``, else
+``$XDG_CACHE_HOME/transformer-core/nbgrader``, else ``~/.cache/transformer-core/nbgrader``), so
+nothing learners submit can be committed by accident. Note that ``nbgrader generate_assignment``
+writes ``exercises/`` without the course's normal form; ``python -m autograder generate`` is the
+supported way to regenerate it.
+
+The settings, and why:
+
+- ``Execute.timeout`` (:data:`EXECUTE_TIMEOUT_S` seconds per cell): course tests run in seconds on
+  a CPU; a cell that runs longer is stuck and gets an error, not the whole batch.
+- ``OverwriteCells.add_missing_cells``: a test cell a learner deleted is put back and run.
+- ``ClearSolutions`` stubs: what the blank exercise shows where a solution was.
+- ``IgnorePattern.pattern``: harmless stderr (warnings, tqdm bars) is dropped before grading,
+  because nbgrader gives 0 points to a test cell that wrote anything to stderr.
+- ``GenerateFeedback.preprocessors``: feedback passes through
+  :class:`autograder.feedback.HideHiddenTests`, so returned feedback never shows hidden tests.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from traitlets.config import Config
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+COURSE_ID = "transformer-core-mechanisms"
+EXECUTE_TIMEOUT_S = 120
+CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError(\"replace this line with your code\")"
+TEXT_STUB = "YOUR ANSWER HERE"
+# nbgrader zeroes a test cell that writes to stderr; these stderr outputs are harmless.
+STDERR_IGNORE_PATTERN = r"\w+Warning: |\d+%\|[^\n]*\|"
+FEEDBACK_PREPROCESSORS = [
+    "nbgrader.preprocessors.GetGrades",
+    "autograder.feedback.HideHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+
+
+def grading_home() -> Path:
+    """Return the folder, outside the repository, for the gradebook and the grading folders.
+
+    ``$TRANSFORMER_CORE_GRADING_HOME`` if set, else ``$XDG_CACHE_HOME/transformer-core/nbgrader``,
+    else ``~/.cache/transformer-core/nbgrader``.
+    """
+    explicit = os.environ.get("TRANSFORMER_CORE_GRADING_HOME")
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache).expanduser().resolve() / "transformer-core" / "nbgrader"
+
+
+def course_config(root: Path | str = REPO_ROOT, *, source: str = "solutions", release: str = "exercises",
+                  workdir: Path | str | None = None, timeout: int = EXECUTE_TIMEOUT_S) -> Config:
+    """Return the nbgrader ``Config`` of the course.
+
+    Args:
+        root: nbgrader's course root.
+        source: the folder (relative to ``root``) holding the nbgrader source assignments.
+        release: the folder (relative to ``root``) that receives the released assignments.
+        workdir: where the gradebook and the submitted/autograded/feedback folders go. ``None``
+            keeps them inside ``root`` under nbgrader's default names, which suits a throwaway
+            course directory; give a folder outside the repository when ``root`` is the repository.
+        timeout: seconds a single cell may run during autograding.
+    """
+    root = Path(root).resolve()
+    c = Config()
+    c.CourseDirectory.root = str(root)
+    c.CourseDirectory.course_id = COURSE_ID
+    c.CourseDirectory.source_directory = source
+    c.CourseDirectory.release_directory = release
+    if workdir is None:
+        c.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
+    else:
+        workdir = Path(workdir).resolve()
+        c.CourseDirectory.submitted_directory = str(workdir / "submitted")
+        c.CourseDirectory.autograded_directory = str(workdir / "autograded")
+        c.CourseDirectory.feedback_directory = str(workdir / "feedback")
+        c.CourseDirectory.solution_directory = str(workdir / "solution")
+        c.CourseDirectory.source_with_tests_directory = str(workdir / "source_with_tests")
+        c.CourseDirectory.db_url = f"sqlite:///{workdir / 'gradebook.db'}"
+    c.Execute.timeout = int(timeout)
+    # The kernel's own start-up warnings (e.g. about unencrypted local TCP) are not the learner's.
+    c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+    c.OverwriteCells.add_missing_cells = True
+    c.ClearSolutions.code_stub = {"python": CODE_STUB}
+    c.ClearSolutions.text_stub = TEXT_STUB
+    c.IgnorePattern.pattern = STDERR_IGNORE_PATTERN
+    c.GenerateFeedback.preprocessors = list(FEEDBACK_PREPROCESSORS)
+    return c
+
+
+if "get_config" in globals():
+    # Executed by nbgrader as a config file: make `autograder` importable and apply the settings.
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    _home = grading_home()
+    _home.mkdir(parents=True, exist_ok=True)
+    get_config().merge(course_config(REPO_ROOT, workdir=_home))  # noqa: F821  (injected by traitlets)

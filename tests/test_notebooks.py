@@ -1,0 +1,91 @@
+"""Every committed notebook: normal form, setup cell, badges, exercises in sync, and a grading round trip.
+
+Parametrised over the real chapters (book/*.ipynb) and assignments (solutions/*/), so chapters added
+later are covered automatically; with none yet, the tests are skipped.
+"""
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder.course import generate, list_assignments
+from autograder.grading import grade
+from autograder.notebooks import (REPO_ROOT, convention_problems, dumps_normalized, has_outputs,
+                                  notebook_paths, read_notebook)
+
+ROOT = REPO_ROOT
+ASSIGNMENTS = list_assignments(ROOT)
+# Both round-trip tests of an assignment share one grading run; with `pytest -n N --dist loadgroup`
+# they stay on one worker while different assignments run in parallel.
+ROUND_TRIPS = [pytest.param(a, marks=pytest.mark.xdist_group(f"round-trip-{a}")) for a in ASSIGNMENTS]
+ALL_NOTEBOOKS = notebook_paths(ROOT)
+COURSE_NOTEBOOKS = notebook_paths(ROOT, ["book", "solutions", "exercises"])
+
+
+def _id(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=_id)
+def test_notebook_is_stored_in_normal_form(path):
+    nb = read_notebook(path)
+    assert not has_outputs(nb), f"{_id(path)} carries outputs; run `make normalize`"
+    assert path.read_text(encoding="utf-8") == dumps_normalized(nb), (
+        f"{_id(path)} is not in normal form; run `make normalize`")
+
+
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=_id)
+def test_notebook_starts_with_setup_cell_and_colab_badge(path):
+    problems = convention_problems(path, ROOT)
+    assert not problems, f"{_id(path)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_exercises_are_in_sync_with_solutions(assignment, tmp_path):
+    generate([assignment], root=ROOT, output_dir=tmp_path)
+    committed = ROOT / "exercises" / assignment
+    assert committed.is_dir(), f"exercises/{assignment} is missing; run `make exercises`"
+    assert _digests(committed) == _digests(tmp_path / assignment), (
+        f"exercises/{assignment} is out of date with solutions/{assignment}; run `make exercises`")
+
+
+@pytest.fixture(scope="module")
+def round_trip(request, tmp_path_factory):
+    """Grade the solution and the released blank exercise of one assignment in one run."""
+    assignment = request.param
+    if not (ROOT / "exercises" / assignment).is_dir():
+        pytest.fail(f"exercises/{assignment} is missing; run `make exercises`")
+    work = tmp_path_factory.mktemp(f"round-trip-{assignment}")
+    for student, folder in (("solution", "solutions"), ("blank", "exercises")):
+        shutil.copytree(ROOT / folder / assignment, work / "submissions" / student / assignment)
+    results = grade(work / "submissions", assignment, work / "out", root=ROOT, progress=False)
+    return {r.student: r for r in results}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_trip", ROUND_TRIPS, indirect=True)
+def test_solution_autogrades_to_full_marks(round_trip):
+    result = round_trip["solution"]
+    assert result.status == "graded", result.status
+    autograded = {cell: score for cell, score in result.cells.items() if score is not None}
+    assert autograded, "the assignment has no autograded cells"
+    short = {cell: f"{score:g} of {result.cell_max_scores[cell]:g}" for cell, score in autograded.items()
+             if score != result.cell_max_scores[cell]}
+    assert not short, f"the solution loses points in {short}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_trip", ROUND_TRIPS, indirect=True)
+def test_blank_exercise_autogrades_to_zero(round_trip):
+    result = round_trip["blank"]
+    assert result.status == "graded", f"the blank exercise must grade without crashing: {result.status}"
+    earned = {cell: score for cell, score in result.cells.items() if score}
+    assert not earned, f"the blank exercise earns points in {earned}; those tests pass without any code"
+    assert result.score == 0

@@ -1,0 +1,214 @@
+"""transformer_core.testing: what notebook test cells rely on to judge a learner's work."""
+
+import sys
+
+import numpy
+import pytest
+import torch
+
+import transformer_core.testing as testing
+from transformer_core.testing import (ShortcutError, check_close, check_shape, check_tensor,
+                                      forbid_shortcuts, seeded, untampered)
+
+
+class RiggedTensor(torch.Tensor):
+    """A tensor subclass whose comparisons always say "equal"."""
+
+    def __eq__(self, other):
+        return True
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return True
+
+
+class LookAlike:
+    """Not a tensor at all, but claims to equal everything."""
+
+    shape = (2, 2)
+
+    def __eq__(self, other):
+        return True
+
+
+def message_of(call) -> str:
+    with pytest.raises(AssertionError) as caught:
+        call()
+    return str(caught.value)
+
+
+# --- check_close --------------------------------------------------------------------------------
+
+
+def test_check_close_accepts_a_match_within_tolerance():
+    expected = torch.tensor([[0.1, 0.2], [0.3, 0.4]])
+    check_close(expected + 1e-7, expected)
+    check_close(expected.double(), expected)  # dtypes may differ; values are what count
+
+
+def test_check_close_refuses_a_rigged_subclass():
+    rigged = torch.zeros(2, 2).as_subclass(RiggedTensor)
+    message = message_of(lambda: check_close(rigged, torch.ones(2, 2)))
+    assert "subclass of torch.Tensor" in message
+
+
+def test_check_close_refuses_parameters_and_look_alikes():
+    assert "plain tensor" in message_of(lambda: check_close(torch.nn.Parameter(torch.ones(2)), torch.ones(2)))
+    assert "should be a torch.Tensor" in message_of(lambda: check_close(LookAlike(), torch.ones(2, 2)))
+    assert "forget the `return`" in message_of(lambda: check_close(None, torch.ones(2)))
+    assert "tuple" in message_of(lambda: check_close((torch.ones(2), None), torch.ones(2)))
+
+
+def test_check_close_names_both_shapes_and_the_hint():
+    message = message_of(lambda: check_close(torch.ones(2, 3), torch.ones(3, 2), name="weights",
+                                             hint="did you take the softmax over the last axis?"))
+    assert "`weights`" in message and "(3, 2)" in message and "(2, 3)" in message
+    assert "did you take the softmax over the last axis?" in message
+
+
+def test_check_close_locates_nan():
+    actual = torch.ones(2, 3)
+    actual[1, 2] = float("nan")
+    message = message_of(lambda: check_close(actual, torch.ones(2, 3), hint="fully masked row?"))
+    assert "NaN" in message and "(1, 2)" in message and "fully masked row?" in message
+
+
+def test_check_close_reports_the_largest_difference_and_where():
+    expected = torch.zeros(2, 3)
+    actual = expected.clone()
+    actual[0, 1], actual[1, 2] = 0.5, 2.0
+    message = message_of(lambda: check_close(actual, expected, name="scores"))
+    assert "2 of 6 entries" in message and "(1, 2)" in message
+    assert "you returned 2, expected 0" in message
+
+
+def test_check_close_handles_scalars_and_integer_results():
+    assert "index ()" in message_of(lambda: check_close(torch.tensor(1.0), torch.tensor(2.0)))
+    assert "floating-point" in message_of(lambda: check_close(torch.ones(2, dtype=torch.long), torch.ones(2)))
+
+
+def test_check_close_matches_non_finite_references_exactly():
+    expected = torch.tensor([1.0, float("-inf"), float("nan")])
+    check_close(expected.clone(), expected)
+    assert "index (1,)" in message_of(lambda: check_close(torch.tensor([1.0, 0.0, float("nan")]), expected))
+
+
+def test_check_close_ignores_a_monkeypatched_torch(monkeypatch):
+    monkeypatch.setattr(torch, "allclose", lambda *args, **kwargs: True)
+    monkeypatch.setattr(torch, "abs", lambda x: torch.zeros_like(x))
+    monkeypatch.setattr(torch.Tensor, "__sub__", lambda self, other: torch.zeros_like(self))
+    message_of(lambda: check_close(torch.zeros(3), torch.ones(3)))
+
+
+# --- check_shape and check_tensor ---------------------------------------------------------------
+
+
+def test_check_shape():
+    check_shape(torch.zeros(2, 3, 4), (2, None, 4), name="scores")
+    message = message_of(lambda: check_shape(torch.zeros(2, 3), (2, 3, 1), name="scores", hint="keepdim?"))
+    assert "(2, 3, 1)" in message and "(2, 3)" in message and "keepdim?" in message
+    assert "dimension 1 differs" in message_of(lambda: check_shape(torch.zeros(2, 3), (2, 4), name="x"))
+
+
+def test_check_tensor():
+    check_tensor(torch.zeros(2), name="mask", dtype=torch.float32, device="cpu")
+    assert "torch.bool" in message_of(lambda: check_tensor(torch.zeros(2), name="mask", dtype=torch.bool))
+    assert "cuda" in message_of(lambda: check_tensor(torch.zeros(2), name="x", device="cuda"))
+    assert "should be a torch.Tensor" in message_of(lambda: check_tensor([1, 2], name="x"))
+
+
+# --- forbid_shortcuts ---------------------------------------------------------------------------
+
+
+SOFTMAXES = ("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax")
+
+
+def test_guard_blocks_each_shortcut_with_a_clear_message():
+    x = torch.randn(2, 3)
+    with forbid_shortcuts(*SOFTMAXES, "torch.nn.functional.scaled_dot_product_attention",
+                          "torch.nn.MultiheadAttention.forward"):
+        for call in (lambda: torch.softmax(x, -1), lambda: torch.nn.functional.softmax(x, -1),
+                     lambda: x.softmax(-1), lambda: torch.nn.Softmax(dim=-1)(x),
+                     lambda: torch.nn.functional.scaled_dot_product_attention(x, x, x),
+                     lambda: torch.nn.MultiheadAttention(3, 1)(x, x, x)):
+            with pytest.raises(ShortcutError, match="implement this yourself"):
+                call()
+        torch.exp(x).sum(-1)  # the building blocks still work
+
+
+def test_guard_restores_everything_even_after_an_exception():
+    originals = (torch.softmax, torch.nn.functional.softmax, torch.nn.MultiheadAttention.forward)
+    with pytest.raises(ZeroDivisionError):
+        with forbid_shortcuts(*SOFTMAXES, "torch.nn.MultiheadAttention.forward"):
+            1 / 0
+    assert (torch.softmax, torch.nn.functional.softmax, torch.nn.MultiheadAttention.forward) == originals
+    assert "softmax" not in vars(torch.Tensor), "an inherited method must be removed, not shadowed"
+    torch.ones(2).softmax(-1)
+
+
+def test_guard_blocks_aliases_in_the_notebook_namespace(monkeypatch):
+    namespace = sys.modules["__main__"].__dict__
+    monkeypatch.setitem(namespace, "my_softmax", torch.nn.functional.softmax)
+    with forbid_shortcuts("torch.nn.functional.softmax", reason="use torch.exp"):
+        with pytest.raises(ShortcutError, match="use torch.exp"):
+            namespace["my_softmax"](torch.ones(2), -1)
+    assert namespace["my_softmax"] is torch.nn.functional.softmax
+
+
+def test_guard_works_as_a_decorator_and_rejects_typos():
+    @forbid_shortcuts("torch.softmax")
+    def learner():
+        return torch.softmax(torch.ones(2), 0)
+
+    with pytest.raises(ShortcutError):
+        learner()
+    with pytest.raises(ValueError, match="does not exist"):
+        with forbid_shortcuts("torch.no_such_function"):
+            pass
+
+
+# --- untampered ---------------------------------------------------------------------------------
+
+
+def test_untampered_passes_in_a_clean_environment():
+    untampered()
+
+
+def test_canary_detects_a_monkeypatched_allclose(monkeypatch):
+    monkeypatch.setattr(torch, "allclose", lambda *args, **kwargs: True)
+    assert "torch.allclose was replaced" in message_of(untampered)
+
+
+@pytest.mark.parametrize("owner, name", [(numpy.testing, "assert_allclose"), (numpy, "allclose"),
+                                         (torch.testing, "assert_close"), (testing, "check_close")])
+def test_canary_detects_replaced_functions(monkeypatch, owner, name):
+    monkeypatch.setattr(owner, name, lambda *args, **kwargs: None)
+    assert "the grading environment was modified" in message_of(untampered)
+
+
+def test_canary_detects_changed_defaults_and_rebound_names(monkeypatch):
+    monkeypatch.setattr(check_close, "__kwdefaults__", {**check_close.__kwdefaults__, "atol": 1e9})
+    assert "defaults of" in message_of(untampered)
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules["__main__"].__dict__, "len", lambda x: 3)
+    assert "rebound the name `len`" in message_of(untampered)
+
+
+def test_canary_detects_an_intercepting_torch_function_mode():
+    class Always(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Always():
+        assert "mode" in message_of(untampered)
+    untampered()
+
+
+def test_seeded_repeats_and_restores():
+    before = torch.get_rng_state()
+    with seeded(3):
+        first = torch.randn(4)
+    with seeded(3):
+        second = torch.randn(4)
+    assert torch.equal(first, second)
+    assert torch.equal(torch.get_rng_state(), before)

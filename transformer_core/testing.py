@@ -1,0 +1,622 @@
+"""What notebook test cells call: friendly checks, a shortcut guard and tamper canaries.
+
+A test cell in an exercise notebook typically reads::
+
+    from transformer_core.testing import check_close, forbid_shortcuts, untampered
+
+    untampered()                                   # hidden tests start with this
+    expected = reference_attention(q, k, v)        # the reference runs outside the guard
+    with forbid_shortcuts("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"):
+        actual = attention(q, k, v)                # the learner's function runs inside it
+    check_close(actual, expected, name="attention output",
+                hint="did you take the softmax over the last axis?")
+
+Every check raises ``AssertionError`` with a message written for the learner: what was expected,
+what was found, where, and (when the test author gives one) a hint about the likely mistake.
+
+The checks compare with functions captured when this module is imported and switch off
+``__torch_function__`` overrides while they compare, so monkeypatching ``torch.allclose`` or
+returning a rigged tensor subclass cannot change their verdict. :func:`untampered` is a tripwire
+that notices the common ways of rigging the grading environment from inside the notebook. It is not
+a security boundary: code in the same process can always undo it. Isolation of hostile code is the
+autograder's job.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import importlib
+import math
+import random
+import sys
+import types
+from collections.abc import Iterator, Sequence
+
+import numpy
+import numpy.testing
+import torch
+import torch.nn.functional
+import torch.testing
+import torch.utils._device
+
+__all__ = [
+    "ShortcutError",
+    "check_close",
+    "check_shape",
+    "check_tensor",
+    "forbid_shortcuts",
+    "seeded",
+    "untampered",
+]
+
+# --- Originals, captured once at import --------------------------------------------------------
+# The checks below only ever call these names, never ``torch.xxx`` looked up at call time.
+_TENSOR = torch.Tensor
+_type = builtins.type
+_isinstance = builtins.isinstance
+_len = builtins.len
+_tuple = builtins.tuple
+_repr = builtins.repr
+_as_tensor = torch.as_tensor
+_abs = torch.abs
+_sub = torch.sub
+_mul = torch.mul
+_add = torch.add
+_gt = torch.gt
+_isfinite = torch.isfinite
+_isnan = torch.isnan
+_logical_not = torch.logical_not
+_logical_and = torch.logical_and
+_logical_or = torch.logical_or
+_eq = torch.eq
+_nonzero = torch.nonzero
+_argmax = torch.argmax
+_where = torch.where
+_zeros_like = torch.zeros_like
+_count_nonzero = torch.count_nonzero
+_unravel_index = torch.unravel_index
+_detach = torch.Tensor.detach
+_to = torch.Tensor.to
+_size = torch.Tensor.size
+_numel = torch.Tensor.numel
+_reshape = torch.Tensor.reshape
+_item = torch.Tensor.item
+_tolist = torch.Tensor.tolist
+_getitem = torch.Tensor.__getitem__
+_dim = torch.Tensor.dim
+_is_floating_point = torch.Tensor.is_floating_point
+_is_complex = torch.Tensor.is_complex
+_dtype_of = torch.Tensor.dtype.__get__
+_device_of = torch.Tensor.device.__get__
+_is_meta_of = torch.Tensor.is_meta.__get__
+_DisableTorchFunction = torch._C.DisableTorchFunction
+_function_mode_depth = getattr(torch._C, "_len_torch_function_stack", None)
+_dispatch_mode_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_function_mode_stack = torch.overrides._get_current_function_mode_stack
+
+
+class ShortcutError(RuntimeError):
+    """Raised when a learner's code calls a function that :func:`forbid_shortcuts` switched off."""
+
+
+# --- Messages -----------------------------------------------------------------------------------
+
+
+def _with_hint(message: str, hint: str | None) -> str:
+    return f"{message}\nHint: {hint}" if hint else message
+
+
+def _shape_str(shape: Sequence) -> str:
+    dims = ["*" if d is None else str(int(d)) for d in shape]
+    return "(" + ", ".join(dims) + ("," if _len(dims) == 1 else "") + ")"
+
+
+def _index_str(index: Sequence[int]) -> str:
+    return _shape_str(index) if _len(index) else "() (the tensor is a scalar)"
+
+
+def _number_str(value: float) -> str:
+    if _isinstance(value, complex):
+        return _repr(value)
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    return f"{value:.6g}"
+
+
+def _require_plain_tensor(value: object, name: str, hint: str | None) -> None:
+    """Fail unless ``value``'s type is exactly ``torch.Tensor`` (no subclasses, no look-alikes)."""
+    kind = _type(value)
+    if kind is _TENSOR:
+        return
+    if _isinstance(value, _TENSOR):
+        detail = (f"a {kind.__module__}.{kind.__qualname__}, a subclass of torch.Tensor; "
+                  "return a plain tensor (for a parameter, use `.detach()`)")
+    elif _isinstance(value, _tuple):
+        detail = (f"a tuple of {_len(value)} item{'' if _len(value) == 1 else 's'}; return the tensor itself "
+                  "(did you return several values where one was expected?)")
+    elif value is None:
+        detail = "None; did you forget the `return` statement?"
+    elif _isinstance(value, numpy.ndarray):
+        detail = "a NumPy array; keep working with torch tensors (e.g. `torch.from_numpy(...)`)"
+    else:
+        detail = f"a {kind.__module__}.{kind.__qualname__}"
+    raise AssertionError(_with_hint(f"`{name}` should be a torch.Tensor, but it is {detail}.", hint))
+
+
+def _plain_cpu(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return _to(_detach(tensor), device="cpu", dtype=dtype)
+
+
+def _first_index(mask: torch.Tensor) -> tuple[int, ...]:
+    """The index of the first True entry of a boolean tensor that has at least one."""
+    return _tuple(int(i) for i in _tolist(_nonzero(mask))[0])
+
+
+def _value_at(tensor: torch.Tensor, index: tuple[int, ...]) -> float | complex:
+    return _item(_getitem(tensor, index) if index else tensor)
+
+
+# --- Checks -------------------------------------------------------------------------------------
+
+
+def check_tensor(x: object, *, name: str, dtype: torch.dtype | None = None,
+                 device: torch.device | str | None = None) -> None:
+    """Check that ``x`` is a plain ``torch.Tensor``, optionally of a given dtype and device.
+
+    Args:
+        x: the value the learner's code produced.
+        name: what the value is called in the exercise, used in the message.
+        dtype: the required dtype, or None to accept any.
+        device: the required device (``"cpu"``, ``"cuda"``, ``torch.device("cuda:0")``), or None to
+            accept any. A device without an index matches every index of that type.
+
+    Raises:
+        AssertionError: with a message saying what is wrong.
+
+    Example:
+        >>> check_tensor(torch.zeros(2), name="mask", dtype=torch.float32)
+    """
+    with _DisableTorchFunction():
+        _require_plain_tensor(x, name, None)
+        actual_dtype = _dtype_of(x)
+        if dtype is not None and actual_dtype != dtype:
+            raise AssertionError(
+                f"`{name}` should have dtype {dtype}, but it has dtype {actual_dtype}."
+                + (" Did you build it with Python integers, or forget `.float()`?"
+                   if not actual_dtype.is_floating_point and dtype.is_floating_point else ""))
+        if device is not None:
+            wanted = torch.device(device)
+            actual_device = _device_of(x)
+            if actual_device.type != wanted.type or (
+                    wanted.index is not None and actual_device.index != wanted.index):
+                raise AssertionError(
+                    f"`{name}` should be on device {wanted}, but it is on {actual_device}. "
+                    "Create new tensors on the input's device, e.g. `torch.zeros(..., device=x.device)`.")
+
+
+def check_shape(tensor: object, expected_shape: Sequence[int | None], *, name: str,
+                hint: str | None = None) -> None:
+    """Check that ``tensor`` is a plain ``torch.Tensor`` with the expected shape.
+
+    Args:
+        tensor: the value the learner's code produced.
+        expected_shape: the required shape; ``None`` in a position accepts any size there.
+        name: what the value is called in the exercise, used in the message.
+        hint: an optional pointer to the likely mistake, appended to the message.
+
+    Raises:
+        AssertionError: naming both shapes and, when only some dimensions differ, which ones.
+
+    Example:
+        >>> check_shape(torch.zeros(2, 3, 4), (2, None, 4), name="scores")
+    """
+    with _DisableTorchFunction():
+        _require_plain_tensor(tensor, name, hint)
+        actual = _tuple(int(d) for d in _size(tensor))
+    expected = _tuple(None if d is None else int(d) for d in expected_shape)
+    if _len(actual) != _len(expected):
+        raise AssertionError(_with_hint(
+            f"`{name}` should have shape {_shape_str(expected)} ({_len(expected)} dimensions), "
+            f"but it has shape {_shape_str(actual)} ({_len(actual)} dimensions).", hint))
+    wrong = [i for i, (a, e) in enumerate(zip(actual, expected)) if e is not None and a != e]
+    if wrong:
+        dims = ", ".join(str(i) for i in wrong)
+        raise AssertionError(_with_hint(
+            f"`{name}` should have shape {_shape_str(expected)}, but it has shape "
+            f"{_shape_str(actual)} ({'dimensions' if _len(wrong) > 1 else 'dimension'} {dims} "
+            f"{'differ' if _len(wrong) > 1 else 'differs'}).", hint))
+
+
+def check_close(actual: object, expected: object, *, name: str = "output", atol: float = 1e-5,
+                rtol: float = 1e-4, hint: str | None = None) -> None:
+    """Check that the learner's tensor matches the reference within a tolerance.
+
+    The check runs in four steps, each with its own message: ``actual`` must be exactly a
+    ``torch.Tensor`` (subclasses and look-alikes are refused), have the reference's shape, be finite
+    where the reference is finite, and satisfy ``|actual - expected| <= atol + rtol * |expected|``
+    everywhere. Values are compared in float64 on the CPU, so a float16 or CUDA result can be
+    checked against a float32 CPU reference.
+
+    Args:
+        actual: the learner's result.
+        expected: the reference result (a tensor, or anything ``torch.as_tensor`` accepts).
+        name: what the value is called in the exercise, used in the message.
+        atol: absolute tolerance.
+        rtol: relative tolerance.
+        hint: an optional pointer to the likely mistake, appended to the message, e.g.
+            ``"did you take the softmax over the last axis?"``.
+
+    Raises:
+        AssertionError: saying what differs and where.
+
+    Example:
+        >>> check_close(torch.ones(2) / 2, torch.tensor([0.5, 0.5]), name="weights")
+    """
+    with _DisableTorchFunction():
+        _require_plain_tensor(actual, name, hint)
+        if not _isinstance(expected, _TENSOR):
+            expected = _as_tensor(expected)
+        if _is_meta_of(actual):
+            raise AssertionError(_with_hint(
+                f"`{name}` is a meta tensor (it has a shape but no values); compute real values.", hint))
+        check_shape(actual, _tuple(_size(expected)), name=name, hint=hint)
+
+        if (_is_floating_point(expected) or _is_complex(expected)) and not (
+                _is_floating_point(actual) or _is_complex(actual)):
+            raise AssertionError(_with_hint(
+                f"`{name}` should contain floating-point numbers like the reference "
+                f"({_dtype_of(expected)}), but it has dtype {_dtype_of(actual)}. "
+                "Did an integer or boolean operation sneak in?", hint))
+
+        common = torch.complex128 if (_is_complex(expected) or _is_complex(actual)) else torch.float64
+        a = _plain_cpu(actual, common)
+        e = _plain_cpu(expected, common)
+        total = int(_numel(a))
+        if total == 0:
+            return
+
+        a_finite, e_finite = _isfinite(a), _isfinite(e)
+        bad_nonfinite = _logical_and(_logical_not(a_finite), e_finite)
+        count = int(_item(_count_nonzero(bad_nonfinite)))
+        if count:
+            where = _first_index(bad_nonfinite)
+            value = _value_at(a, where)
+            kind = "NaN" if value != value else "inf"
+            raise AssertionError(_with_hint(
+                f"`{name}` contains {count} non-finite value{'s' if count > 1 else ''} (NaN or inf) "
+                f"where the reference is finite; the first is {kind} at index {_index_str(where)}. "
+                "Look for a division by zero, the log of 0, an overflowing exp, or a fully masked row.",
+                hint))
+        # Where the reference is not finite, the learner must match it exactly (NaN with NaN).
+        both_nan = _logical_and(_isnan(e), _isnan(a))
+        nonfinite_mismatch = _logical_and(_logical_not(e_finite),
+                                          _logical_not(_logical_or(both_nan, _eq(a, e))))
+        if bool(_item(_count_nonzero(nonfinite_mismatch))):
+            where = _first_index(nonfinite_mismatch)
+            raise AssertionError(_with_hint(
+                f"`{name}` differs from the reference at index {_index_str(where)}: you returned "
+                f"{_number_str(_value_at(a, where))}, expected {_number_str(_value_at(e, where))}.", hint))
+
+        both_finite = _logical_and(a_finite, e_finite)
+        diff = _where(both_finite, _abs(_sub(a, e)), _zeros_like(_abs(a)))
+        tolerance = _add(_mul(_abs(e), rtol), atol)
+        n_bad = int(_item(_count_nonzero(_gt(diff, tolerance))))
+        if n_bad:
+            flat_worst = int(_item(_argmax(_reshape(diff, (-1,)))))
+            if _dim(a):
+                where = _tuple(int(i) for i in _unravel_index(_as_tensor(flat_worst), _size(a)))
+            else:
+                where = ()
+            raise AssertionError(_with_hint(
+                f"`{name}` has the wrong values: {n_bad} of {total} entries differ from the reference "
+                f"by more than the tolerance (atol={atol:g}, rtol={rtol:g}).\n"
+                f"The largest difference is {_number_str(float(_value_at(diff, where)))} at index "
+                f"{_index_str(where)}: you returned {_number_str(_value_at(a, where))}, "
+                f"expected {_number_str(_value_at(e, where))}.", hint))
+
+
+# --- The shortcut guard -------------------------------------------------------------------------
+
+_ADVICE = {
+    "softmax": "write it from torch.exp and .sum(dim=-1, keepdim=True) (subtract the row maximum first)",
+    "log_softmax": "write it from the max, torch.exp, .sum and torch.log",
+    "scaled_dot_product_attention": ("compute the scores q @ k.transpose(-2, -1) / sqrt(d), apply the "
+                                     "mask, take the softmax and multiply by v"),
+    "multi_head_attention_forward": "project, split into heads, attend and merge with your own code",
+    "MultiheadAttention": "project, split into heads, attend and merge with your own code",
+    "layer_norm": "compute the mean and variance over the last axis yourself",
+    "LayerNorm": "compute the mean and variance over the last axis yourself",
+    "gelu": "write it from its formula (torch.erf or torch.tanh)",
+    "relu": "write it with torch.clamp or torch.where",
+    "linear": "write it as x @ weight.T + bias",
+    "Linear": "write it as x @ weight.T + bias",
+}
+_GENERIC_ADVICE = "build it from basic tensor operations (matmul, exp, sum, ...)"
+
+
+def _advice(dotted_name: str) -> str:
+    for part in reversed(dotted_name.split(".")):
+        if part in _ADVICE:
+            return _ADVICE[part]
+    return _GENERIC_ADVICE
+
+
+def _resolve(dotted_name: str) -> tuple[object, str]:
+    """Return ``(owner, attribute)`` for a dotted name such as ``"torch.Tensor.softmax"``."""
+    parts = dotted_name.split(".")
+    if _len(parts) < 2 or not all(parts):
+        raise ValueError(f"forbid_shortcuts needs dotted names like 'torch.softmax', got {dotted_name!r}")
+    owner: object = None
+    consumed = 0
+    for end in range(_len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:end]))
+        except ImportError:
+            continue
+        consumed = end
+        break
+    if owner is None:
+        raise ValueError(f"forbid_shortcuts: cannot import any module named in {dotted_name!r}")
+    for part in parts[consumed:-1]:
+        try:
+            owner = getattr(owner, part)
+        except AttributeError:
+            raise ValueError(f"forbid_shortcuts: {dotted_name!r} does not exist "
+                             f"({'.'.join(parts[:consumed])} has no attribute {part!r})") from None
+    if not hasattr(owner, parts[-1]):
+        raise ValueError(f"forbid_shortcuts: {dotted_name!r} does not exist")
+    return owner, parts[-1]
+
+
+def _blocker(dotted_name: str, reason: str | None):
+    message = (f"implement this yourself: `{dotted_name}` is switched off while your code runs; "
+               f"{reason or _advice(dotted_name)}.")
+
+    def forbidden(*args, **kwargs):
+        raise ShortcutError(message)
+
+    forbidden.__name__ = dotted_name.rsplit(".", 1)[-1]
+    forbidden.__qualname__ = f"forbidden {dotted_name}"
+    forbidden.__doc__ = message
+    return forbidden
+
+
+@contextlib.contextmanager
+def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[None]:
+    """Switch off library functions while a learner's code runs, so the exercise is really done.
+
+    Inside the ``with`` block every named callable is replaced by one that raises
+    :class:`ShortcutError` with an "implement this yourself" message. The notebook's own aliases of
+    those callables (e.g. after ``from torch.nn.functional import softmax``) are switched off too.
+    Everything is restored when the block ends, also when it ends with an exception. Compute the
+    reference answer *outside* the block. Also usable as a decorator.
+
+    Args:
+        *dotted_names: full names such as ``"torch.softmax"``, ``"torch.Tensor.softmax"``,
+            ``"torch.nn.functional.scaled_dot_product_attention"``,
+            ``"torch.nn.MultiheadAttention.forward"`` or
+            ``"transformer_core.attention.scaled_dot_product_attention"``.
+        reason: what to do instead, shown to the learner; a sensible default is chosen per name.
+
+    Raises:
+        ValueError: if a name cannot be resolved (a typo in the test, not the learner's fault).
+
+    Example:
+        >>> with forbid_shortcuts("torch.softmax"):
+        ...     torch.softmax(torch.zeros(2), dim=0)
+        Traceback (most recent call last):
+        ShortcutError: implement this yourself: `torch.softmax` is switched off while your code runs; ...
+    """
+    if not dotted_names:
+        raise ValueError("forbid_shortcuts needs at least one dotted name, e.g. 'torch.softmax'")
+    targets = [(name, *_resolve(name)) for name in dotted_names]
+    main_namespace = getattr(sys.modules.get("__main__"), "__dict__", {})
+    saved: list[tuple[object, str, object, bool]] = []
+    saved_aliases: list[tuple[str, object]] = []
+    try:
+        for name, owner, attribute in targets:
+            own = _isinstance(owner, (type, types.ModuleType)) and attribute in vars(owner)
+            original = getattr(owner, attribute)
+            blocker = _blocker(name, reason)
+            saved.append((owner, attribute, original, own or not _isinstance(owner, type)))
+            setattr(owner, attribute, blocker)
+            for alias, value in list(main_namespace.items()):
+                if value is original and not alias.startswith("__"):
+                    saved_aliases.append((alias, value))
+                    main_namespace[alias] = blocker
+        yield
+    finally:
+        for alias, value in reversed(saved_aliases):
+            main_namespace[alias] = value
+        for owner, attribute, original, set_back in reversed(saved):
+            if set_back:
+                setattr(owner, attribute, original)
+            else:
+                delattr(owner, attribute)
+
+
+# --- Seeding ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def seeded(seed: int = 0) -> Iterator[None]:
+    """Seed Python, NumPy and torch (CPU and CUDA) for a block, then restore the previous states.
+
+    Tests use it so that their random inputs are the same on every run without changing the random
+    stream of the learner's notebook.
+
+    Args:
+        seed: the seed for all three generators.
+
+    Example:
+        >>> with seeded(0):
+        ...     x = torch.randn(3)
+    """
+    python_state = random.getstate()
+    numpy_state = numpy.random.get_state()
+    torch_state = torch.get_rng_state()
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    random.seed(seed)
+    numpy.random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(python_state)
+        numpy.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+
+
+# --- Tamper canaries ----------------------------------------------------------------------------
+
+_WATCHED_NAMES = (
+    "torch.allclose", "torch.equal", "torch.isclose", "torch.eq", "torch.abs", "torch.isfinite",
+    "torch.testing.assert_close", "torch.Tensor", "torch.Tensor.__eq__", "torch.Tensor.detach",
+    "torch.Tensor.to", "torch.Tensor.size", "torch.Tensor.tolist", "torch.Tensor.item",
+    "numpy.allclose", "numpy.isclose", "numpy.array_equal",
+    "numpy.testing.assert_allclose", "numpy.testing.assert_array_equal",
+    "numpy.testing.assert_array_almost_equal", "numpy.testing.assert_equal",
+    "math.isclose",
+    "builtins.isinstance", "builtins.issubclass", "builtins.type", "builtins.abs", "builtins.len",
+    "builtins.all", "builtins.any", "builtins.sum", "builtins.min", "builtins.max",
+    "builtins.float", "builtins.int", "builtins.bool", "builtins.round", "builtins.getattr",
+    "builtins.AssertionError",
+)
+# Names a test cell may use unqualified; the notebook must not rebind them to something else.
+# (Names a learner may innocently reuse for a variable, such as `max`, `sum` or `type`, are left out.)
+_PROTECTED_GLOBALS = (
+    "isinstance", "issubclass", "len", "getattr", "AssertionError",
+    "check_close", "check_shape", "check_tensor", "forbid_shortcuts", "untampered", "seeded",
+    "ShortcutError", "torch", "numpy", "np",
+)
+_OWN_FUNCTIONS = ("check_close", "check_shape", "check_tensor", "forbid_shortcuts", "untampered",
+                  "seeded", "_require_plain_tensor", "_plain_cpu", "_blocker", "_resolve", "_with_hint")
+
+
+def _lookup(dotted_name: str) -> object:
+    module_name, _, rest = dotted_name.partition(".")
+    value: object = sys.modules[module_name]
+    for part in rest.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _raises(function, *args, **kwargs) -> bool:
+    try:
+        function(*args, **kwargs)
+    except AssertionError:
+        return True
+    return False
+
+
+def _known_answers() -> list[str]:
+    """Run each watched function on tiny inputs whose answers are known; return what went wrong."""
+    t = _as_tensor
+    probes = {
+        "torch.allclose": lambda: (torch.allclose(t(0.0), t(1.0)) is False
+                                   and torch.allclose(t(1.0), t(1.0)) is True),
+        "torch.equal": lambda: (torch.equal(t([1, 2]), t([1, 3])) is False
+                                and torch.equal(t([1, 2]), t([1, 2])) is True),
+        "torch.isclose": lambda: _tolist(torch.isclose(t([0.0, 1.0]), t([1.0, 1.0]))) == [False, True],
+        "torch.testing.assert_close": lambda: _raises(torch.testing.assert_close, t(0.0), t(1.0)),
+        "torch.Tensor.__eq__": lambda: _tolist(t([1, 2]) == t([1, 3])) == [True, False],
+        "numpy.allclose": lambda: (bool(numpy.allclose(0.0, 1.0)) is False
+                                   and bool(numpy.allclose(1.0, 1.0)) is True),
+        "numpy.isclose": lambda: bool(numpy.isclose(0.0, 1.0)) is False,
+        "numpy.array_equal": lambda: bool(numpy.array_equal([1, 2], [1, 3])) is False,
+        "numpy.testing.assert_allclose": lambda: _raises(numpy.testing.assert_allclose, 0.0, 1.0),
+        "numpy.testing.assert_array_equal": lambda: _raises(numpy.testing.assert_array_equal, [1], [2]),
+        "numpy.testing.assert_equal": lambda: _raises(numpy.testing.assert_equal, 1, 2),
+        "math.isclose": lambda: math.isclose(0.0, 1.0) is False,
+        "builtins.isinstance": lambda: builtins.isinstance(1, str) is False and builtins.isinstance(1, int),
+        "builtins.abs": lambda: builtins.abs(-2) == 2,
+        "builtins.len": lambda: builtins.len([1, 2, 3]) == 3,
+        "transformer_core.testing.check_close": lambda: _raises(
+            sys.modules[__name__].check_close, t([0.0]), t([1.0])),
+        "transformer_core.testing.check_shape": lambda: _raises(
+            sys.modules[__name__].check_shape, torch.zeros(2), (3,), name="x"),
+    }
+    failures = []
+    for name, probe in probes.items():
+        try:
+            ok = probe()
+        except Exception as error:  # a rigged function may raise anything
+            failures.append(f"{name} raised {_type(error).__name__} on a tiny known input")
+            continue
+        if ok is not True:
+            failures.append(f"{name} gives a wrong answer on a tiny known input")
+    return failures
+
+
+def _function_fingerprint(function) -> tuple:
+    return (function, function.__code__, function.__defaults__,
+            _tuple(sorted((function.__kwdefaults__ or {}).items())))
+
+
+def untampered() -> None:
+    """Check that the grading environment still is what it was when this module was imported.
+
+    Verifies that the comparison functions of torch, NumPy and ``math``, key builtins and this
+    module's own functions are the same objects as at import (with the same code and defaults),
+    that they still give known answers on tiny inputs, that the notebook has not rebound names a
+    test cell relies on (``len``, ``check_close``, ``torch`` ...), and that no ``__torch_function__``
+    or ``__torch_dispatch__`` mode is intercepting tensor operations. Hidden test cells call it
+    first. It is a tripwire for tampering from notebook code, not a sandbox.
+
+    Raises:
+        AssertionError: ``"the grading environment was modified: ..."`` listing what changed.
+
+    Example:
+        >>> untampered()
+    """
+    problems: list[str] = []
+    for name, original in _WATCHED.items():
+        try:
+            current = _lookup(name)
+        except (KeyError, AttributeError):
+            problems.append(f"{name} was deleted")
+            continue
+        if current is not original:
+            problems.append(f"{name} was replaced")
+    module = sys.modules.get(__name__)
+    if module is None or module.__dict__ is not _MODULE_GLOBALS:
+        problems.append(f"the module {__name__} was replaced in sys.modules")
+    else:
+        for name, value in _PRIVATE_SNAPSHOT.items():
+            if _MODULE_GLOBALS.get(name, _MISSING) is not value:
+                problems.append(f"{__name__}.{name} was replaced")
+    for name, fingerprint in _OWN_FINGERPRINTS.items():
+        if _function_fingerprint(fingerprint[0]) != fingerprint:
+            problems.append(f"the code or defaults of {__name__}.{name} were changed")
+    main_namespace = getattr(sys.modules.get("__main__"), "__dict__", {})
+    for name in _PROTECTED_GLOBALS:
+        if name in main_namespace and main_namespace[name] is not _EXPECTED_GLOBALS[name]:
+            problems.append(f"the notebook rebound the name `{name}`")
+    if _function_mode_depth is not None and _function_mode_depth() > 0:
+        allowed = (torch.utils._device.DeviceContext,)
+        if not all(_isinstance(mode, allowed) for mode in _function_mode_stack()):
+            problems.append("a __torch_function__ mode is intercepting tensor operations")
+    if _dispatch_mode_depth is not None and _dispatch_mode_depth() > 0:
+        problems.append("a __torch_dispatch__ mode is intercepting tensor operations")
+    if not problems:
+        problems = _known_answers()
+    if problems:
+        raise AssertionError("the grading environment was modified: " + "; ".join(problems)
+                             + ". Restart the kernel and run the notebook again without changing "
+                               "library functions.")
+
+
+_MISSING = object()
+_WATCHED = {name: _lookup(name) for name in _WATCHED_NAMES}
+_MODULE_GLOBALS = globals()
+_OWN_FINGERPRINTS = {name: _function_fingerprint(_MODULE_GLOBALS[name]) for name in _OWN_FUNCTIONS}
+_EXPECTED_GLOBALS = {
+    **{name: getattr(builtins, name) for name in _PROTECTED_GLOBALS if hasattr(builtins, name)},
+    **{name: _MODULE_GLOBALS[name] for name in __all__},
+    "torch": torch, "numpy": numpy, "np": numpy,
+}
+_PRIVATE_SNAPSHOT = {name: value for name, value in _MODULE_GLOBALS.items()
+                     if not name.startswith("__") and name not in ("_PRIVATE_SNAPSHOT",)}
