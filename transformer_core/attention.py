@@ -104,8 +104,9 @@ def _fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     attn_mask = mask
     if mask is not None:
         _check_mask(mask)
-        # The fused kernel returns NaN for a row with no allowed key. Let such rows attend to every
-        # key (any finite result will do) and zero their output afterwards.
+        # Depending on version and backend, the fused kernel returns NaN or zeros for a row with no
+        # allowed key. Let such rows attend to every key (any finite result will do) and zero their
+        # output afterwards, so every backend gives the library's answer.
         rows_with_keys = mask.any(dim=-1, keepdim=True)                 # (..., Tq, 1)
         attn_mask = mask | ~rows_with_keys
     if bias is not None:
