@@ -1,0 +1,116 @@
+"""The command line (`python -m transformer_core ...`) and the benchmark module."""
+
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from transformer_core import bench, data
+from transformer_core.__main__ import main
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Train the tiny preset once through the command line's entry point; returns (stdout, ckpt)."""
+    folder = tmp_path_factory.mktemp("cli")
+    text_file = folder / "text.txt"
+    text_file.write_text(data.offline_corpus()[:4000], encoding="utf-8")
+    out = folder / "run"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        status = main(["train", "--preset", "tiny", "--data", str(text_file), "--out", str(out),
+                       "--max-iters", "30", "--device", "cpu", "--quiet"])
+    assert status == 0
+    return stdout.getvalue(), out / "ckpt.pt"
+
+
+def test_python_dash_m_entry_point_runs():
+    """`python -m transformer_core` works as a program: a bad preset exits with status 2."""
+    proc = subprocess.run([sys.executable, "-m", "transformer_core", "train", "--preset", "huge"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
+def test_train_prints_final_val_loss_last(trained):
+    stdout, checkpoint = trained
+    last = stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"final val_loss \d+\.\d+", last), f"unexpected last line: {last!r}"
+    assert float(last.split()[-1]) < 5.0
+    assert checkpoint.is_file()
+
+
+def _generate(capsys, checkpoint, *extra):
+    status = main(["generate", "--checkpoint", str(checkpoint), "--prompt", "The ",
+                   "--max-new-tokens", "24", "--device", "cpu", *extra])
+    assert status == 0
+    return capsys.readouterr().out
+
+
+def test_generate_greedy_is_identical_with_and_without_cache(trained, capsys):
+    _, checkpoint = trained
+    cached = _generate(capsys, checkpoint, "--temperature", "0")
+    uncached = _generate(capsys, checkpoint, "--temperature", "0", "--no-cache")
+    assert cached.startswith("The ") and len(cached.rstrip("\n")) == 4 + 24
+    assert cached == uncached
+
+
+def test_generate_sampling_is_reproducible_with_a_seed(trained, capsys):
+    _, checkpoint = trained
+    first = _generate(capsys, checkpoint, "--top-k", "5", "--top-p", "0.9", "--seed", "3")
+    again = _generate(capsys, checkpoint, "--top-k", "5", "--top-p", "0.9", "--seed", "3")
+    assert first == again
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "required"),
+    (["train"], "--preset"),
+    (["train", "--preset", "huge"], "invalid choice"),
+    (["train", "--preset", "tiny", "--max-iters", "0"], "at least 1"),
+    (["train", "--preset", "tiny", "--data", "/no/such/file.txt"], "no such file"),
+    (["train", "--preset", "tiny", "--data", "offline", "--device", "tpu"], "--device"),
+    (["generate", "--checkpoint", "/no/such/ckpt.pt"], "no such file"),
+    (["generate", "--checkpoint", "x.pt", "--top-p", "1.5"], "(0, 1]"),
+    (["generate", "--checkpoint", "x.pt", "--temperature", "-1"], ">= 0"),
+])
+def test_bad_arguments_exit_with_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_generate_rejects_unknown_prompt_characters(trained, capsys):
+    _, checkpoint = trained
+    with pytest.raises(SystemExit) as info:
+        main(["generate", "--checkpoint", str(checkpoint), "--prompt", "\u2603", "--device", "cpu"])
+    assert info.value.code == 2 and "not in the vocabulary" in capsys.readouterr().err
+
+
+def test_bench_pieces_on_small_sizes(tmp_path):
+    rows = bench.bench_attention((16, 32), batch_size=1, n_heads=2, head_dim=8, device="cpu",
+                                 min_run_time=0.01, progress=False)
+    assert [r["seq_len"] for r in rows] == [16, 32]
+    assert all(r["naive_ms"] > 0 and r["fused_ms"] > 0 and r["max_abs_diff"] < 1e-4 for r in rows)
+    gen = bench.bench_generation(6, prompt_len=4, repeats=1, device="cpu", vocab_size=50, d_model=16,
+                                 n_heads=2, n_layers=1)
+    assert gen["identical"] and gen["speedup"] > 0
+    results = {"device": bench.device_name("cpu"), "device_type": "cpu", "torch": torch.__version__,
+               "threads": 1, "quick": True, "date": "today", "load_average": 0.5,
+               "attention": rows, "generation": gen}
+    json_path, md_path = bench.save_results(results, tmp_path)
+    assert json_path.name.endswith("-quick.json") and json.loads(json_path.read_text())["quick"]
+    table = md_path.read_text()
+    assert "| 32 | 1 |" in table and "identical tokens: True" in table
+
+
+def test_naive_attention_matches_fused():
+    q, k, v = torch.randn(3, 2, 2, 5, 4).unbind(0)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(bench.naive_causal_attention(q, k, v), expected)

@@ -1,0 +1,128 @@
+"""transformer_core.train: schedule, presets, the loop on a synthetic task, FLOP estimate, checkpoints."""
+
+import math
+
+import pytest
+import torch
+
+from transformer_core import data, train
+from transformer_core.device import seed_everything
+
+SCHEDULE = dict(max_lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=110)
+
+
+def test_lr_warmup_is_linear_and_reaches_max():
+    assert train.lr_at(0, **SCHEDULE) == pytest.approx(1e-4)
+    assert train.lr_at(4, **SCHEDULE) == pytest.approx(5e-4)
+    assert train.lr_at(9, **SCHEDULE) == pytest.approx(1e-3)
+
+
+def test_lr_cosine_closed_form_and_endpoints():
+    assert train.lr_at(10, **SCHEDULE) == pytest.approx(1e-3)                 # start of the decay
+    assert train.lr_at(60, **SCHEDULE) == pytest.approx(5.5e-4)               # halfway: the mean
+    quarter = 1e-4 + 0.5 * (1 + math.cos(math.pi * 0.25)) * 9e-4
+    assert train.lr_at(35, **SCHEDULE) == pytest.approx(quarter)
+    assert train.lr_at(110, **SCHEDULE) == pytest.approx(1e-4)
+    assert train.lr_at(10_000, **SCHEDULE) == pytest.approx(1e-4)
+    values = [train.lr_at(s, **SCHEDULE) for s in range(10, 111)]
+    assert all(a >= b for a, b in zip(values, values[1:])), "the decay must be monotone"
+
+
+def test_lr_without_warmup_and_bad_arguments():
+    assert train.lr_at(0, max_lr=1.0, min_lr=0.0, warmup_steps=0, total_steps=10) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="step"):
+        train.lr_at(-1, **SCHEDULE)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        train.lr_at(0, max_lr=1.0, min_lr=0.0, warmup_steps=20, total_steps=10)
+
+
+def test_presets_follow_the_recipes():
+    cpu = train.PRESETS["shakespeare-cpu"]
+    assert (cpu.n_layers, cpu.n_heads, cpu.d_model, cpu.block_size, cpu.batch_size, cpu.max_iters) == \
+        (4, 4, 128, 64, 12, 2000)
+    assert (cpu.dropout, cpu.learning_rate, cpu.min_lr, cpu.eval_interval, cpu.eval_iters, cpu.grad_clip) == \
+        (0.0, 1e-3, 1e-4, 250, 20, 1.0)
+    gpu = train.PRESETS["shakespeare-gpu"]
+    assert (gpu.n_layers, gpu.n_heads, gpu.d_model, gpu.block_size, gpu.batch_size, gpu.max_iters) == \
+        (6, 6, 384, 256, 64, 5000)
+    assert gpu.dropout == 0.2 and gpu.dtype == "auto"
+    assert "tiny" in train.PRESETS
+    with pytest.raises(ValueError, match="divisible"):
+        train.TrainConfig(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="no field"):
+        cpu.replace(layers=3)
+
+
+def _reverse_batches(length=6, vocab=8):
+    def batch(batch_size, generator):
+        return data.lm_batch(*data.reverse_task(batch_size, length, vocab, generator=generator),
+                             sep_token_id=vocab)
+    return batch
+
+
+def test_training_on_reverse_task_lowers_the_loss():
+    config = train.PRESETS["tiny"].replace(block_size=12, batch_size=32, max_iters=80, eval_interval=40,
+                                           eval_iters=2, learning_rate=3e-3, warmup_iters=5)
+    seed_everything(0)
+    model = train.build_model(config, vocab_size=9)
+    result = train.train(model, _reverse_batches(), _reverse_batches(), config, device="cpu", progress=False)
+    assert result.history["step"] == [0, 40, 80]
+    first, last = result.history["val_loss"][0], result.history["val_loss"][-1]
+    assert last < first - 0.3, f"validation loss did not drop enough: {first:.3f} -> {last:.3f}"
+    assert len(result.iter_losses) == 80
+    assert result.tokens_per_second > 0 and result.mfu is None and result.dtype == "float32"
+    assert result.final_val_loss == last and result.best_val_loss <= last
+
+
+def test_callback_can_stop_training_early():
+    config = train.PRESETS["tiny"].replace(max_iters=50, eval_interval=10)
+    seed_everything(0)
+    model = train.build_model(config, vocab_size=20)
+    stream = torch.randint(20, (2000,), generator=torch.Generator().manual_seed(0))
+    seen = []
+    result = train.train(model, stream[:1800], stream[1800:], config, device="cpu", progress=False,
+                         callback=lambda m: seen.append(m["step"]) or m["step"] >= 20)
+    assert seen == [0, 10, 20] and result.stopped_early
+    assert len(result.iter_losses) == 20
+
+
+def test_reported_flops_follow_6n_plus_attention():
+    config = train.PRESETS["tiny"].replace(max_iters=2, eval_interval=10)
+    model = train.build_model(config, vocab_size=30)
+    matrices = sum(p.numel() for name, p in model.named_parameters()
+                   if p.dim() == 2 and "position" not in name)          # layers + tied head
+    expected = 6 * matrices + 12 * config.n_layers * config.d_model * config.block_size
+    stream = torch.randint(30, (500,), generator=torch.Generator().manual_seed(0))
+    result = train.train(model, stream[:400], stream[400:], config, device="cpu", progress=False)
+    assert result.flops_per_token == expected
+
+
+def test_checkpoint_round_trip_gives_identical_logits(tmp_path):
+    text = data.offline_corpus()[:5000]
+    tok = data.CharTokenizer.from_text(text)
+    train_ids, val_ids = data.train_val_split(tok.encode(text, as_tensor=True))
+    config = train.PRESETS["tiny"].replace(max_iters=10, eval_interval=5, out_dir=str(tmp_path / "run"))
+    seed_everything(0)
+    model = train.build_model(config, tok.vocab_size)
+    result = train.train(model, train_ids, val_ids, config, device="cpu", progress=False, tokenizer=tok)
+    assert result.checkpoint_path is not None
+    path = train.save_checkpoint(tmp_path / "final.pt", model, None, train_config=config, tokenizer=tok,
+                                 step=10, val_loss=result.final_val_loss)
+    loaded = train.load_checkpoint(path)
+    assert loaded.tokenizer == tok and loaded.train_config == config and loaded.step == 10
+    assert not loaded.model.training
+    idx = torch.randint(tok.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    model.eval()
+    with torch.no_grad():
+        assert torch.equal(model(idx)[0], loaded.model(idx)[0])
+    best = train.load_checkpoint(result.checkpoint_path)
+    assert best.optimizer_state is not None and best.val_loss == pytest.approx(result.best_val_loss)
+    assert not list((tmp_path / "run").glob("*.tmp")), "no temporary files may be left behind"
+
+
+def test_load_checkpoint_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="train"):
+        train.load_checkpoint(tmp_path / "missing.pt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a transformer_core checkpoint"):
+        train.load_checkpoint(tmp_path / "other.pt")

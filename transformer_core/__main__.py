@@ -1,0 +1,234 @@
+"""Command line: ``python -m transformer_core train|generate|bench``.
+
+Examples::
+
+    python -m transformer_core train --preset shakespeare-cpu            # ~3 minutes on 2 CPU cores
+    python -m transformer_core train --preset tiny --data my.txt --out runs/tiny
+    python -m transformer_core generate --checkpoint runs/shakespeare-cpu/ckpt.pt --prompt "ROMEO:"
+    python -m transformer_core bench --quick
+
+``train`` ends with the line ``final val_loss <number>``. Bad arguments and missing files exit
+with status 2 and a message that says what to change; failures while running exit with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+__all__ = ["main", "build_parser"]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with the ``train``, ``generate`` and ``bench`` sub-commands."""
+    from transformer_core.train import PRESETS
+
+    parser = argparse.ArgumentParser(prog="python -m transformer_core",
+                                     description="Train, sample from and benchmark the course's GPT.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{train,generate,bench}")
+
+    train = commands.add_parser("train", help="train a character-level GPT",
+                                description="Train a character-level GPT. The last line printed is "
+                                            "'final val_loss <number>'.")
+    train.set_defaults(subparser=train)
+    train.add_argument("--preset", required=True, choices=sorted(PRESETS),
+                       help="the recipe (model size and optimisation)")
+    train.add_argument("--data", default="shakespeare",
+                       help="a UTF-8 text file, 'shakespeare' (Tiny Shakespeare, downloaded once and "
+                            "cached; the default) or 'offline' (the generated offline corpus)")
+    train.add_argument("--out", default=None, help="folder for ckpt.pt (default: runs/<preset>)")
+    train.add_argument("--max-iters", type=_positive_int, default=None, help="override the preset's steps")
+    train.add_argument("--device", default=None, help="cuda, cuda:1, mps or cpu (default: best available)")
+    train.add_argument("--compile", action="store_true", help="use torch.compile (GPU)")
+    train.add_argument("--seed", type=int, default=None, help="override the preset's seed")
+    train.add_argument("--threads", type=_positive_int, default=None,
+                       help="CPU threads for PyTorch (default: one per core; on a busy shared machine "
+                            "1 thread avoids threads waiting for each other)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    gen = commands.add_parser("generate", help="sample text from a checkpoint")
+    gen.set_defaults(subparser=gen)
+    gen.add_argument("--checkpoint", required=True, help="a ckpt.pt written by `train`")
+    gen.add_argument("--prompt", default=None,
+                     help="text to continue (default: a newline, or the first vocabulary character)")
+    gen.add_argument("--max-new-tokens", type=_positive_int, default=500)
+    gen.add_argument("--temperature", type=_non_negative_float, default=0.8,
+                     help="sampling temperature; 0 means greedy decoding (default 0.8)")
+    gen.add_argument("--top-k", type=_positive_int, default=None, help="sample among the k most likely")
+    gen.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass in (0, 1]")
+    gen.add_argument("--seed", type=int, default=1337)
+    gen.add_argument("--no-cache", action="store_true", help="recompute the whole context every step")
+    gen.add_argument("--device", default=None)
+
+    bench = commands.add_parser("bench", help="time naive vs fused attention and cached vs uncached generation")
+    bench.set_defaults(subparser=bench)
+    bench.add_argument("--quick", action="store_true", help="short version (about a minute on a CPU)")
+    bench.add_argument("--device", default=None)
+    bench.add_argument("--out", default="benchmarks/results", help="where to store the results")
+    return parser
+
+
+def _device_or_exit(parser: argparse.ArgumentParser, name):
+    from transformer_core.device import pick_device
+
+    try:
+        return pick_device(name)
+    except (RuntimeError, ValueError) as err:
+        parser.error(f"--device: {err}")
+
+
+def _load_text(parser: argparse.ArgumentParser, source: str) -> str:
+    from transformer_core import data
+
+    if source == "shakespeare":
+        try:
+            return data.tiny_shakespeare()
+        except (ConnectionError, data.ChecksumError) as err:
+            raise SystemExit(f"error: {err}\nOr train on the offline corpus: --data offline") from None
+    if source == "offline":
+        return data.offline_corpus()
+    path = pathlib.Path(source).expanduser()
+    if not path.is_file():
+        parser.error(f"--data {source}: no such file. Give a UTF-8 text file, 'shakespeare' or 'offline'.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        parser.error(f"--data {source}: not UTF-8 text")
+    return text
+
+
+def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import torch
+
+    from transformer_core import data
+    from transformer_core.device import describe_device, seed_everything
+    from transformer_core.train import PRESETS, build_model, train
+
+    device = _device_or_exit(parser, args.device)
+    config = PRESETS[args.preset]
+    changes = {"out_dir": str(args.out or pathlib.Path("runs") / args.preset)}
+    if args.max_iters is not None:
+        changes["max_iters"] = args.max_iters
+    if args.seed is not None:
+        changes["seed"] = args.seed
+    if args.compile:
+        changes["compile"] = True
+    if args.threads is not None:
+        changes["num_threads"] = args.threads
+    config = config.replace(**changes)
+    text = _load_text(parser, args.data)
+    tokenizer = data.CharTokenizer.from_text(text)
+    ids = tokenizer.encode(text, as_tensor=True)
+    if len(ids) < 20 * (config.block_size + 1):
+        parser.error(f"--data: {len(ids)} characters are too few for preset {args.preset!r} (context "
+                     f"{config.block_size}); use at least {20 * (config.block_size + 1)} characters")
+    train_ids, val_ids = data.train_val_split(ids, 0.1)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    seed_everything(config.seed)
+    model = build_model(config, tokenizer.vocab_size)
+    print(describe_device(device).splitlines()[1])
+    print(f"data: {len(train_ids):,} training and {len(val_ids):,} validation characters, "
+          f"vocabulary {tokenizer.vocab_size}")
+    print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, preset {args.preset}, "
+          f"{config.max_iters} steps of {config.batch_size} x {config.block_size} tokens")
+    sys.stdout.flush()
+    result = train(model, train_ids, val_ids, config, device=device, progress=not args.quiet,
+                   tokenizer=tokenizer)
+    for step, train_loss, val_loss in zip(result.history["step"], result.history["train_loss"],
+                                          result.history["val_loss"]):
+        print(f"step {step:>6}: train loss {train_loss:.4f}, val loss {val_loss:.4f}")
+    mfu = f", MFU {100 * result.mfu:.1f}%" if result.mfu is not None else ""
+    print(f"{result.wall_time_s:.1f} s, {result.tokens_per_second:,.0f} tokens/s ({result.dtype}){mfu}")
+    print(f"checkpoint (best val loss {result.best_val_loss:.4f}): {result.checkpoint_path}")
+    print(f"final val_loss {result.final_val_loss:.4f}")
+    return 0
+
+
+def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import torch
+
+    from transformer_core.generation import generate
+    from transformer_core.train import load_checkpoint
+
+    device = _device_or_exit(parser, args.device)
+    if not pathlib.Path(args.checkpoint).is_file():
+        parser.error(f"--checkpoint {args.checkpoint}: no such file. Train one first, e.g. "
+                     f"`python -m transformer_core train --preset tiny --data offline`.")
+    try:
+        checkpoint = load_checkpoint(args.checkpoint, device=device)
+    except (ValueError, RuntimeError) as err:
+        parser.error(f"--checkpoint {args.checkpoint}: {err}")
+    tokenizer = checkpoint.tokenizer
+    if tokenizer is None:
+        parser.error(f"--checkpoint {args.checkpoint} holds no tokenizer, so its tokens cannot be decoded")
+    prompt = args.prompt
+    if not prompt:
+        prompt = "\n" if "\n" in tokenizer.stoi else tokenizer.chars[0]
+    try:
+        idx = tokenizer.encode(prompt, as_tensor=True)[None].to(device)
+    except ValueError as err:
+        parser.error(f"--prompt: {err}")
+    generator = torch.Generator(device=device).manual_seed(args.seed)
+    greedy = args.temperature == 0
+    with torch.no_grad():
+        out = generate(checkpoint.model, idx, args.max_new_tokens, do_sample=not greedy,
+                       temperature=1.0 if greedy else args.temperature, top_k=args.top_k, top_p=args.top_p,
+                       use_cache=not args.no_cache, generator=generator)
+    print(tokenizer.decode(out[0]))
+    return 0
+
+
+def _bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from transformer_core.bench import format_markdown, run_benchmarks, save_results
+
+    device = _device_or_exit(parser, args.device)
+    results = run_benchmarks(quick=args.quick, device=device)
+    json_path, md_path = save_results(results, args.out)
+    print(format_markdown(results))
+    print(f"saved {json_path} and {md_path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (argparse exits with 2 on bad arguments)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = {"train": _train, "generate": _generate, "bench": _bench}[args.command]
+    return handler(args.subparser, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,552 @@
+"""Training a decoder-only language model: presets, the learning-rate schedule, the loop, checkpoints.
+
+The loop (:func:`train`) is the one the capstone chapter teaches, written to be fast enough to
+matter:
+
+* mixed precision with ``torch.autocast`` (bf16 where the GPU supports it, fp16 with a
+  ``GradScaler`` on older GPUs such as a T4, float32 on CPU);
+* AdamW (the fused kernel when PyTorch has one for the device), weight decay on matrices only;
+* linear warm-up then cosine decay (:func:`lr_at`), gradient clipping;
+* evaluation under ``torch.no_grad`` on fixed batches every ``eval_interval`` steps, so the curve
+  compares like with like;
+* no host-device synchronisation in the inner loop: per-step losses are written into a device
+  tensor and read once at each evaluation;
+* checkpoints with model, optimizer, both configs and the tokenizer, written atomically;
+* a tqdm progress bar, tokens/s and model FLOPs utilisation (MFU) against the device's peak.
+
+Example:
+    >>> from transformer_core import data, train
+    >>> text = data.offline_corpus()
+    >>> tok = data.CharTokenizer.from_text(text)
+    >>> train_ids, val_ids = data.train_val_split(tok.encode(text, as_tensor=True))
+    >>> config = train.PRESETS["tiny"]
+    >>> model = train.build_model(config, tok.vocab_size)
+    >>> result = train.train(model, train_ids, val_ids, config, progress=False)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import pathlib
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from transformer_core import complexity
+from transformer_core.data import CharTokenizer, get_batch
+from transformer_core.device import autocast_dtype, peak_flops, pick_device
+
+__all__ = [
+    "TrainConfig",
+    "PRESETS",
+    "TrainResult",
+    "Checkpoint",
+    "lr_at",
+    "build_model",
+    "configure_optimizer",
+    "evaluate",
+    "train",
+    "save_checkpoint",
+    "load_checkpoint",
+]
+
+BatchFn = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass
+class TrainConfig:
+    """Everything one training run needs: the model's size and the optimisation recipe.
+
+    Model (a GPT-style decoder-only LM, see :func:`build_model`):
+        n_layers, n_heads, d_model: depth, attention heads, width.
+        d_ff: feed-forward width; ``None`` means ``4 * d_model``.
+        block_size: context length ``T`` of training windows (also the model's ``max_len``).
+        dropout: dropout probability inside the model.
+        activation, norm_first, position, tie_weights: passed to ``TransformerConfig``
+            (GPT-2 style defaults: GELU, Pre-LN, learned positions, tied input/output embeddings).
+        model_options: further ``TransformerConfig`` fields, e.g. ``{"bias": False}``.
+
+    Optimisation:
+        batch_size: sequences per optimizer step (per micro-batch with ``grad_accum_steps > 1``).
+        grad_accum_steps: micro-batches whose gradients are summed before each step.
+        max_iters: optimizer steps.
+        learning_rate, min_lr, warmup_iters, lr_decay_iters: the schedule of :func:`lr_at`
+            (``lr_decay_iters=None`` means ``max_iters``).
+        weight_decay, beta1, beta2: AdamW.
+        grad_clip: clip the global gradient norm to this value (0 turns clipping off).
+
+    Evaluation, precision, bookkeeping:
+        eval_interval: evaluate every this many steps (and after the last one).
+        eval_iters: batches per split in each evaluation.
+        dtype: ``"auto"`` (``autocast_dtype(device)``), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+        compile: wrap the model in ``torch.compile`` (GPU; the first steps are slow while it compiles).
+        num_threads: CPU threads for PyTorch (``None`` leaves PyTorch's default: one per core).
+        seed: seeds batch sampling (seed the model's initialisation yourself, see :func:`build_model`).
+        out_dir: where to write ``ckpt.pt`` (the best validation loss so far); ``None`` writes nothing.
+    """
+
+    n_layers: int = 4
+    n_heads: int = 4
+    d_model: int = 128
+    d_ff: int | None = None
+    block_size: int = 64
+    dropout: float = 0.0
+    activation: str = "gelu"
+    norm_first: bool = True
+    position: str = "learned"
+    tie_weights: bool = True
+    model_options: dict = field(default_factory=dict)
+    batch_size: int = 12
+    grad_accum_steps: int = 1
+    max_iters: int = 2000
+    learning_rate: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_iters: int = 100
+    lr_decay_iters: int | None = None
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.99
+    grad_clip: float = 1.0
+    eval_interval: int = 250
+    eval_iters: int = 20
+    dtype: str = "auto"
+    compile: bool = False
+    num_threads: int | None = None
+    seed: int = 1337
+    out_dir: str | None = None
+
+    def __post_init__(self):
+        positive = ["n_layers", "n_heads", "d_model", "block_size", "batch_size", "grad_accum_steps",
+                    "max_iters", "eval_interval", "eval_iters"]
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"TrainConfig.{name} must be an integer >= 1, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"TrainConfig: d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"TrainConfig.dropout must be in [0, 1), got {self.dropout}")
+        if not 0 <= self.min_lr <= self.learning_rate:
+            raise ValueError(f"TrainConfig: need 0 <= min_lr <= learning_rate, got min_lr={self.min_lr}, "
+                             f"learning_rate={self.learning_rate}")
+        if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
+            raise ValueError(f"TrainConfig.dtype must be 'auto', 'float32', 'bfloat16' or 'float16', "
+                             f"got {self.dtype!r}")
+        if self.grad_clip < 0:
+            raise ValueError(f"TrainConfig.grad_clip must be >= 0 (0 = off), got {self.grad_clip}")
+
+    def replace(self, **changes) -> "TrainConfig":
+        """A copy with some fields changed, e.g. ``PRESETS["tiny"].replace(max_iters=10)``."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(f"TrainConfig has no field(s) {sorted(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+    def model_config(self, vocab_size: int):
+        """The ``TransformerConfig`` of the decoder-only LM this recipe trains."""
+        from transformer_core.models import TransformerConfig
+
+        return TransformerConfig(
+            vocab_size=vocab_size, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
+            d_ff=self.d_ff or 4 * self.d_model, max_len=self.block_size, dropout=self.dropout,
+            activation=self.activation, norm_first=self.norm_first, position=self.position,
+            tie_weights=self.tie_weights, **self.model_options)
+
+
+PRESETS: dict[str, TrainConfig] = {
+    # nanoGPT's CPU recipe for Shakespeare (characters): about 0.8M parameters, 2000 steps.
+    "shakespeare-cpu": TrainConfig(
+        n_layers=4, n_heads=4, d_model=128, block_size=64, dropout=0.0, batch_size=12, max_iters=2000,
+        learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, eval_interval=250, eval_iters=20,
+        grad_clip=1.0, dtype="float32", model_options={"bias": False}),
+    # The capstone's GPU run: 10.7M parameters, bf16/fp16 autocast, fused attention.
+    "shakespeare-gpu": TrainConfig(
+        n_layers=6, n_heads=6, d_model=384, block_size=256, dropout=0.2, batch_size=64, max_iters=5000,
+        learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, eval_interval=250, eval_iters=200,
+        grad_clip=1.0, dtype="auto", compile=False),
+    # Seconds on a CPU: for tests and smoke runs.
+    "tiny": TrainConfig(
+        n_layers=2, n_heads=2, d_model=32, block_size=32, dropout=0.0, batch_size=8, max_iters=60,
+        learning_rate=3e-3, min_lr=3e-4, warmup_iters=5, eval_interval=20, eval_iters=2,
+        grad_clip=1.0, dtype="float32"),
+}
+
+
+def lr_at(step: int, *, max_lr: float, min_lr: float, warmup_steps: int, total_steps: int) -> float:
+    """Learning rate at ``step`` (counted from 0): linear warm-up, then cosine decay, then flat.
+
+    * ``step < warmup_steps``: ``max_lr * (step + 1) / warmup_steps`` (never 0, reaches ``max_lr``
+      at the last warm-up step);
+    * ``warmup_steps <= step < total_steps``: with ``r = (step - warmup_steps) / (total_steps - warmup_steps)``,
+      ``min_lr + (max_lr - min_lr) * (1 + cos(pi * r)) / 2`` (``max_lr`` at ``r = 0``, the mean of
+      the two at ``r = 1/2``);
+    * ``step >= total_steps``: ``min_lr``.
+
+    Example:
+        >>> lr_at(0, max_lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=100)
+        0.0001
+        >>> lr_at(55, max_lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=100)
+        0.00055
+    """
+    if step < 0:
+        raise ValueError(f"lr_at: step must be >= 0, got {step}")
+    if warmup_steps < 0 or total_steps < warmup_steps:
+        raise ValueError(f"lr_at: need 0 <= warmup_steps <= total_steps, got warmup_steps={warmup_steps}, "
+                         f"total_steps={total_steps}")
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    if step >= total_steps:
+        return min_lr
+    ratio = (step - warmup_steps) / (total_steps - warmup_steps)
+    return min_lr + (max_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * ratio))
+
+
+def build_model(config: TrainConfig, vocab_size: int) -> torch.nn.Module:
+    """A fresh ``DecoderOnlyLM`` of the size ``config`` describes (seed first for a repeatable init).
+
+    Example:
+        >>> from transformer_core.device import seed_everything
+        >>> seed_everything(0); model = build_model(PRESETS["tiny"], vocab_size=65)  # doctest: +SKIP
+    """
+    from transformer_core.models import DecoderOnlyLM
+
+    return DecoderOnlyLM(config.model_config(vocab_size))
+
+
+def configure_optimizer(model: torch.nn.Module, config: TrainConfig,
+                        device: torch.device) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices (dim >= 2) only; biases and norm gains are not decayed.
+
+    Uses PyTorch's fused AdamW kernel when it exists for ``device`` (CUDA and, since 2.4, CPU),
+    else the multi-tensor ("foreach") implementation.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": config.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    kwargs = dict(lr=config.learning_rate, betas=(config.beta1, config.beta2))
+    if device.type in ("cuda", "cpu"):
+        try:
+            return torch.optim.AdamW(groups, fused=True, **kwargs)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+    return torch.optim.AdamW(groups, foreach=True, **kwargs)
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        history: lists indexed by evaluation: ``step``, ``train_loss``, ``val_loss``, ``lr``,
+            ``elapsed_s`` (wall time since the start).
+        iter_losses: the training loss of every optimizer step (last micro-batch).
+        final_val_loss, best_val_loss: validation loss after the last step, and the lowest seen.
+        tokens_per_second: training throughput, evaluation time excluded, first steps (warm-up,
+            compilation) excluded when the run is long enough.
+        flops_per_token: training FLOPs per token, ``6 N + 12 L d T``
+            (:func:`transformer_core.complexity.flops_per_token`); ``None`` for a model without a
+            ``TransformerConfig`` ``config``.
+        mfu: model FLOPs utilisation in ``[0, 1]``; ``None`` where the device's peak is unknown (CPU).
+        wall_time_s: total wall time including evaluation and checkpoints.
+        n_params: parameters of the model.
+        device, dtype: where and in which autocast dtype it ran (``"float32"`` = no autocast).
+        checkpoint_path: the checkpoint written (``None`` without ``out_dir``).
+        stopped_early: a callback asked to stop.
+    """
+
+    history: dict[str, list[float]]
+    iter_losses: list[float]
+    final_val_loss: float
+    best_val_loss: float
+    tokens_per_second: float
+    flops_per_token: float | None
+    mfu: float | None
+    wall_time_s: float
+    n_params: int
+    device: str
+    dtype: str
+    checkpoint_path: str | None = None
+    stopped_early: bool = False
+
+
+def _resolve_amp(config: TrainConfig, device: torch.device) -> torch.dtype | None:
+    if config.dtype == "auto":
+        return autocast_dtype(device)
+    dtype = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[config.dtype]
+    if dtype is torch.float16 and device.type != "cuda":
+        raise ValueError(f"TrainConfig.dtype='float16' needs a CUDA GPU (it trains with a GradScaler); "
+                         f"on {device.type} use 'float32' or 'bfloat16'")
+    return dtype
+
+
+def _batch_source(data: torch.Tensor | BatchFn, config: TrainConfig, device: torch.device,
+                  name: str) -> Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]]:
+    if callable(data):
+        def from_fn(generator):
+            x, y = data(config.batch_size, generator)
+            return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        return from_fn
+    if not isinstance(data, torch.Tensor) or data.dim() != 1:
+        raise TypeError(f"train: {name} must be a 1-D tensor of token ids or a function "
+                        f"(batch_size, generator) -> (x, y); got {type(data).__name__}"
+                        f"{tuple(data.shape) if isinstance(data, torch.Tensor) else ''}")
+    if len(data) <= config.block_size:
+        raise ValueError(f"train: {name} has {len(data)} tokens; it needs more than block_size="
+                         f"{config.block_size}. Use more text or a smaller block_size.")
+    stream = data.long().cpu()
+    return lambda generator: get_batch(stream, config.batch_size, config.block_size,
+                                       generator=generator, device=device)
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]], *,
+             amp_dtype: torch.dtype | None = None) -> float:
+    """Mean loss of ``model`` over ``batches`` (each ``(x, y)`` of shape ``(B, T)``), in eval mode.
+
+    The model's training/eval mode is restored afterwards.
+    """
+    was_training = model.training
+    model.eval()
+    device_type = batches[0][0].device.type
+    ctx = torch.autocast(device_type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
+    total = torch.zeros((), device=batches[0][0].device)
+    with ctx:
+        for x, y in batches:
+            _, loss = model(x, y)
+            total += loss.float()
+    model.train(was_training)
+    return total.item() / len(batches)
+
+
+def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: torch.Tensor | BatchFn,
+          config: TrainConfig, *, device: str | torch.device | None = None, progress: bool = True,
+          callback: Callable[[dict], bool | None] | None = None,
+          tokenizer: CharTokenizer | None = None) -> TrainResult:
+    """Train ``model`` with the recipe in ``config``; returns losses, throughput and MFU.
+
+    Args:
+        model: a language model whose ``forward(idx, targets)`` returns ``(logits, loss)`` (e.g.
+            ``DecoderOnlyLM``); it is moved to ``device`` and trained in place.
+        train_data, val_data: either a 1-D tensor of token ids, shape ``(N,)``, from which random
+            windows of ``config.block_size`` are drawn (:func:`~transformer_core.data.get_batch`), or a
+            function ``(batch_size, generator) -> (x, y)`` returning ``(B, T)`` batches (synthetic
+            tasks; label ``-100`` marks positions without loss).
+        config: the recipe (see :data:`PRESETS`).
+        device: defaults to ``pick_device()``.
+        progress: show a tqdm progress bar.
+        callback: called after each evaluation with a dict (``step``, ``train_loss``, ``val_loss``,
+            ``lr``, ``elapsed_s``); returning ``True`` stops training.
+        tokenizer: stored in checkpoints so that ``generate`` can decode.
+
+    Returns:
+        A :class:`TrainResult`.
+    """
+    device = pick_device(device)
+    if config.num_threads is not None and device.type == "cpu":
+        torch.set_num_threads(config.num_threads)
+    amp_dtype = _resolve_amp(config, device)
+    model.to(device)
+    model.train()
+    fwd = torch.compile(model) if config.compile else model
+    optimizer = configure_optimizer(model, config, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
+    ctx = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
+    next_train = _batch_source(train_data, config, device, "train_data")
+    next_val = _batch_source(val_data, config, device, "val_data")
+    train_gen = torch.Generator().manual_seed(config.seed)
+    eval_gen = torch.Generator().manual_seed(config.seed + 1)
+    eval_batches = {"train": [next_train(eval_gen) for _ in range(config.eval_iters)],
+                    "val": [next_val(eval_gen) for _ in range(config.eval_iters)]}
+    decay_steps = config.lr_decay_iters or config.max_iters
+    warmup = min(config.warmup_iters, decay_steps)
+    model_config = getattr(model, "config", None)
+    fpt = (float(complexity.flops_per_token(model_config, config.block_size, training=True))
+           if model_config is not None else None)
+    n_params = sum(p.numel() for p in model.parameters())
+    checkpoint_path = pathlib.Path(config.out_dir) / "ckpt.pt" if config.out_dir else None
+
+    history: dict[str, list[float]] = {"step": [], "train_loss": [], "val_loss": [], "lr": [], "elapsed_s": []}
+    step_losses = torch.zeros(config.max_iters, device=device)
+    best_val = math.inf
+    stopped_early = False
+    skip = min(10, config.max_iters // 10)      # steps left out of tokens/s (warm-up, compilation)
+    timed_start = None
+    eval_time = 0.0
+    start = time.perf_counter()
+    bar = tqdm(total=config.max_iters, desc="train", unit="step", disable=not progress)
+
+    def run_eval(step: int, lr: float) -> bool:
+        nonlocal best_val, eval_time
+        t0 = time.perf_counter()
+        losses = {split: evaluate(fwd, batches, amp_dtype=amp_dtype) for split, batches in eval_batches.items()}
+        elapsed = time.perf_counter() - start
+        for key, value in (("step", step), ("train_loss", losses["train"]), ("val_loss", losses["val"]),
+                           ("lr", lr), ("elapsed_s", elapsed)):
+            history[key].append(value)
+        if checkpoint_path is not None and losses["val"] < best_val:
+            save_checkpoint(checkpoint_path, model, optimizer, train_config=config, tokenizer=tokenizer,
+                            step=step, val_loss=losses["val"])
+        best_val = min(best_val, losses["val"])
+        bar.set_postfix(train=f"{losses['train']:.4f}", val=f"{losses['val']:.4f}", refresh=False)
+        stop = bool(callback({"step": step, "train_loss": losses["train"], "val_loss": losses["val"],
+                              "lr": lr, "elapsed_s": elapsed})) if callback else False
+        if timed_start is not None:
+            eval_time += time.perf_counter() - t0
+        return stop
+
+    lr = lr_at(0, max_lr=config.learning_rate, min_lr=config.min_lr, warmup_steps=warmup,
+               total_steps=decay_steps)
+    step = 0
+    for step in range(config.max_iters):
+        if step == skip:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            timed_start = time.perf_counter()
+        lr = lr_at(step, max_lr=config.learning_rate, min_lr=config.min_lr, warmup_steps=warmup,
+                   total_steps=decay_steps)
+        if step % config.eval_interval == 0 and run_eval(step, lr):
+            stopped_early = True
+            break
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        for _ in range(config.grad_accum_steps):
+            x, y = next_train(train_gen)
+            with ctx:
+                _, loss = fwd(x, y)
+            scaler.scale(loss / config.grad_accum_steps).backward()
+        if config.grad_clip > 0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip, foreach=True)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        step_losses[step] = loss.detach()
+        bar.update(1)
+    else:
+        step = config.max_iters
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    timed_end = time.perf_counter()
+    steps_done = step
+    if not stopped_early:
+        run_eval(step, lr)
+    bar.close()
+
+    if timed_start is not None and steps_done > skip:
+        timed_steps, timed_seconds = steps_done - skip, timed_end - timed_start - eval_time
+    else:
+        timed_steps, timed_seconds = steps_done, timed_end - start
+    tokens = timed_steps * config.batch_size * config.grad_accum_steps * config.block_size
+    tokens_per_second = tokens / timed_seconds if timed_seconds > 0 and tokens > 0 else 0.0
+    peak = peak_flops(device, amp_dtype or torch.float32)
+    utilisation = (complexity.mfu(tokens_per_second, fpt, peak)
+                   if peak is not None and fpt is not None and tokens_per_second > 0 else None)
+    return TrainResult(
+        history=history, iter_losses=step_losses[:steps_done].tolist(),
+        final_val_loss=history["val_loss"][-1], best_val_loss=best_val,
+        tokens_per_second=tokens_per_second, flops_per_token=fpt, mfu=utilisation,
+        wall_time_s=time.perf_counter() - start, n_params=n_params, device=str(device),
+        dtype=str(amp_dtype or torch.float32).removeprefix("torch."),
+        checkpoint_path=str(checkpoint_path) if checkpoint_path and checkpoint_path.exists() else None,
+        stopped_early=stopped_early)
+
+
+# ----------------------------------------------------------------------------------------------
+# Checkpoints
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the rebuilt model (in eval mode) and what was saved with it."""
+
+    model: torch.nn.Module
+    model_config: object
+    train_config: TrainConfig | None
+    tokenizer: CharTokenizer | None
+    optimizer_state: dict | None
+    step: int | None
+    val_loss: float | None
+
+
+def save_checkpoint(path: str | os.PathLike, model: torch.nn.Module,
+                    optimizer: torch.optim.Optimizer | None = None, *,
+                    train_config: TrainConfig | None = None, tokenizer: CharTokenizer | None = None,
+                    step: int | None = None, val_loss: float | None = None) -> pathlib.Path:
+    """Write model weights, its ``config``, the optimizer state, the recipe and the tokenizer.
+
+    The file is written to a temporary name and renamed, so a crash never leaves a half-written
+    checkpoint. Everything is stored as tensors and plain Python values, so
+    ``torch.load(weights_only=True)`` can read it.
+
+    Args:
+        path: the ``.pt`` file to write (parent folders are created).
+        model: a model with a dataclass ``config`` (e.g. ``DecoderOnlyLM``).
+        optimizer, train_config, tokenizer, step, val_loss: stored when given.
+
+    Returns:
+        ``path``.
+    """
+    config = getattr(model, "config", None)
+    if not dataclasses.is_dataclass(config):
+        raise TypeError(f"save_checkpoint: the model needs a dataclass `config` attribute to be rebuilt "
+                        f"later; {type(model).__name__} has {type(config).__name__}")
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "format": "transformer_core.checkpoint/1",
+        "model_class": type(model).__name__,
+        "model_config": dataclasses.asdict(config),
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "train_config": dataclasses.asdict(train_config) if train_config is not None else None,
+        "tokenizer": tokenizer.to_dict() if tokenizer is not None else None,
+        "step": step,
+        "val_loss": val_loss,
+    }
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(state, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> Checkpoint:
+    """Read a checkpoint written by :func:`save_checkpoint` and rebuild its model on ``device``.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file is not a transformer_core checkpoint.
+    """
+    from transformer_core import models
+
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"load_checkpoint: no checkpoint at {path}. Train one first, e.g. "
+                                f"`python -m transformer_core train --preset tiny --out runs/tiny`.")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(state, dict) or state.get("format") != "transformer_core.checkpoint/1":
+        raise ValueError(f"load_checkpoint: {path} is not a transformer_core checkpoint")
+    model_class = getattr(models, state["model_class"], None)
+    if model_class is None:
+        raise ValueError(f"load_checkpoint: {path} holds a {state['model_class']}, which "
+                         f"transformer_core.models does not define")
+    model_config = models.TransformerConfig(**state["model_config"])
+    model = model_class(model_config)
+    model.load_state_dict(state["model"])
+    model.to(device).eval()
+    train_config = TrainConfig(**state["train_config"]) if state["train_config"] else None
+    tokenizer = CharTokenizer.from_dict(state["tokenizer"]) if state["tokenizer"] else None
+    return Checkpoint(model=model, model_config=model_config, train_config=train_config,
+                      tokenizer=tokenizer, optimizer_state=state["optimizer"], step=state["step"],
+                      val_loss=state["val_loss"])
