@@ -245,3 +245,19 @@ def test_mha_validates_its_arguments():
         mha(torch.randn(1, 2, 16), torch.randn(1, 3, 16), rope_positions=torch.arange(2))
     with pytest.raises(ValueError, match="d_model=16"):
         mha(torch.randn(1, 2, 8))
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("n_kv_heads", [None, 2])
+def test_is_causal_equals_explicit_causal_mask(need_weights, n_kv_heads):
+    """is_causal=True (the fused kernel's causal mode) gives what causal_mask gives, on both paths."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4, n_kv_heads=n_kv_heads).eval()
+    x = torch.randn(2, 7, 32)
+    expected, _ = mha(x, mask=causal_mask(7), need_weights=need_weights)
+    actual, _ = mha(x, is_causal=True, need_weights=need_weights)
+    torch.testing.assert_close(actual, expected, atol=1e-6, rtol=1e-5)
+    padding = padding_mask(torch.tensor([7, 4]), 7)
+    expected, _ = mha(x, mask=causal_mask(7) & padding, need_weights=need_weights)
+    actual, _ = mha(x, mask=padding, is_causal=True, need_weights=need_weights)
+    torch.testing.assert_close(actual, expected, atol=1e-6, rtol=1e-5)

@@ -119,11 +119,25 @@ def _fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-            bias: torch.Tensor | None, dropout_p: float, need_weights: bool):
-    """One place for both paths: explicit (returns weights) or fused (fast, no weights)."""
+            bias: torch.Tensor | None, dropout_p: float, need_weights: bool,
+            is_causal: bool = False):
+    """One place for both paths: explicit (returns weights) or fused (fast, no weights).
+
+    ``is_causal`` means "also apply :func:`causal_mask`". When it is the only restriction and the
+    queries and keys have the same length, the fused kernel is told so instead of being given a
+    mask: it then skips reading a mask and may pick its fastest (FlashAttention) kernel on a GPU.
+    """
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    causal_only = mask is None and bias is None and n_queries == n_keys
+    if is_causal and (need_weights or not causal_only):
+        causal = causal_mask(n_queries, n_keys, device=q.device)
+        mask = causal if mask is None else mask & causal
+        is_causal = False
     if need_weights:
         return scaled_dot_product_attention(q, k, v, mask, bias=bias, dropout_p=dropout_p,
                                             return_weights=True)
+    if is_causal:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True), None
     return _fused_attention(q, k, v, mask, bias, dropout_p), None
 
 
@@ -229,7 +243,7 @@ class MultiHeadAttention(nn.Module):
 
     Shapes:
         ``forward(x, context=None, *, mask=None, bias=None, rope_positions=None, cache=None,
-        need_weights=False)``:
+        need_weights=False, is_causal=False)``:
 
         * x ``(B, Tq, d_model)``; context ``(B, Tk, d_model)`` or None;
         * mask: bool, broadcastable to ``(B, n_heads, Tq, Tk)`` (``Tk`` counts cached tokens too);
@@ -238,6 +252,8 @@ class MultiHeadAttention(nn.Module):
           (self-attention only);
         * cache: a :class:`~transformer_core.cache.LayerKVCache`; the new k, v are appended and the
           queries attend over everything cached (self-attention only);
+        * is_causal: also apply ``causal_mask(Tq, Tk)``; equal to passing that mask, but faster,
+          because the fused kernel then needs no mask tensor;
         * returns ``(out, weights)``: out ``(B, Tq, d_model)``; weights ``(B, n_heads, Tq, Tk)`` when
           ``need_weights`` (explicit path), else None (fused path).
 
@@ -285,7 +301,7 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *,
                 mask: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                 rope_positions: torch.Tensor | None = None, cache: LayerKVCache | None = None,
-                need_weights: bool = False):
+                need_weights: bool = False, is_causal: bool = False):
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got "
                              f"{tuple(x.shape)}.")
@@ -309,6 +325,7 @@ class MultiHeadAttention(nn.Module):
             k = k.repeat_interleave(group, dim=1)                           # (B, H, Tk, hd)
             v = v.repeat_interleave(group, dim=1)
         dropout_p = self.dropout if self.training else 0.0
-        out, weights = _attend(q, k, v, mask, bias, dropout_p, need_weights)  # (B, H, Tq, hd)
+        out, weights = _attend(q, k, v, mask, bias, dropout_p, need_weights,  # (B, H, Tq, hd)
+                               is_causal)
         out = out.transpose(1, 2).reshape(batch, n_queries, self.d_model)
         return self.out_proj(out), weights

@@ -215,10 +215,11 @@ class DecoderLayer(nn.Module):
 
     Shapes:
         ``forward(x, memory=None, *, self_mask=None, memory_mask=None, self_bias=None,
-        rope_positions=None, cache=None, need_weights=False)``:
+        rope_positions=None, cache=None, need_weights=False, causal=False)``:
         x ``(B, T, d_model)``, memory ``(B, S, d_model)`` -> ``(B, T, d_model)``. self_mask bool
         broadcastable to ``(B, n_heads, T, T_k)`` where ``T_k`` counts cached tokens (pass
-        :func:`~transformer_core.attention.causal_mask` for a causal decoder; nothing is causal by
+        :func:`~transformer_core.attention.causal_mask`, or ``causal=True``, which means the same
+        and lets the fused kernel skip the mask, for a causal decoder; nothing is causal by
         default); memory_mask bool broadcastable to ``(B, n_heads, T, S)``; self_bias float
         broadcastable to ``(B, n_heads, T, T_k)``; rope_positions ``(T,)``; cache a
         :class:`~transformer_core.cache.LayerKVCache` for the self-attention. With
@@ -257,7 +258,8 @@ class DecoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, *,
                 self_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
                 self_bias: torch.Tensor | None = None, rope_positions: torch.Tensor | None = None,
-                cache: LayerKVCache | None = None, need_weights: bool = False) -> torch.Tensor:
+                cache: LayerKVCache | None = None, need_weights: bool = False,
+                causal: bool = False) -> torch.Tensor:
         if self.cross_attn is not None and memory is None:
             raise ValueError("this DecoderLayer has cross-attention, so it needs the encoder output "
                              "`memory` (B, S, d_model); build it with cross_attention=False for a "
@@ -269,7 +271,7 @@ class DecoderLayer(nn.Module):
         def self_attention(h):
             out, weights = self.self_attn(h, mask=self_mask, bias=self_bias,
                                           rope_positions=rope_positions, cache=cache,
-                                          need_weights=need_weights)
+                                          need_weights=need_weights, is_causal=causal)
             self.self_attn_weights = None if weights is None else weights.detach()
             return self.dropout(out)
 

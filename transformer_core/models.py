@@ -513,12 +513,15 @@ class DecoderOnlyLM(_CountParameters, nn.Module):
         n_new = idx.shape[-1]
         n_keys = start + n_new
         x = self.embeddings(idx, offset=start)                                # (B, T, d)
-        # One new token may attend everything cached: no mask needed (and the fused kernel is faster).
-        mask = None if n_new == 1 else causal_mask(n_new, n_keys, device=idx.device)
+        # One new token may attend everything cached: no mask needed. A whole sequence from the
+        # start is causal: say so (is_causal) rather than build a mask, so the fused kernel is faster.
+        causal = start == 0 and n_new > 1
+        mask = causal_mask(n_new, n_keys, device=idx.device) if start > 0 and n_new > 1 else None
         bias, rope_positions = self.positions(n_new, n_keys, idx.device)
         for i, layer in enumerate(self.layers):
             x = layer(x, self_mask=mask, self_bias=bias, rope_positions=rope_positions,
-                      cache=None if cache is None else cache.layers[i], need_weights=need_weights)
+                      cache=None if cache is None else cache.layers[i], need_weights=need_weights,
+                      causal=causal)
         if self.final_norm is not None:
             x = self.final_norm(x)
         logits = self.lm_head(x)                                               # (B, T, V)
