@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 JOBS ?= 2
 
-.PHONY: setup book exercises normalize test bench clean
+.PHONY: setup book site-assets exercises normalize test bench clean
 
 setup: $(VENV)/.installed
 
@@ -24,7 +24,11 @@ normalize: setup
 exercises: setup
 	$(PY) -m autograder generate
 
-book: setup exercises
+# MathJax and the widget manager, pinned in site/assets.json, fetched from npm into _build/.
+site-assets: setup
+	$(PY) site/fetch_assets.py
+
+book: setup exercises site-assets
 	$(VENV)/bin/jupyter-book build . --warningiserror --keep-going
 
 test: setup

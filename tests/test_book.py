@@ -1,14 +1,31 @@
-"""The book builds from a clean tree with warnings as errors, exactly as `make book` builds it."""
+"""The book builds from a clean tree with warnings as errors, exactly as `make book` builds it.
 
+The build is slow (it executes every chapter), so it happens once per test session:
+``build_book_once`` builds into a temporary folder and ``tests/test_site.py`` (the browser test)
+loads the same ``_build/html``. Both modules are in the xdist group ``book``, so under
+``pytest -n N --dist loadgroup`` they run on one worker, one after the other, and share the build.
+
+Set ``COURSE_BOOK_HTML=_build/html`` to point both at a book you have already built (for example by
+``make book``) instead; the build test is then skipped, with that reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+BUILD_TIMEOUT_S = 1500
+
+pytestmark = pytest.mark.xdist_group("book")
 
 
 def _toc_files():
@@ -25,23 +42,90 @@ def _existing(stem):
     return matches
 
 
+@dataclasses.dataclass
+class BookBuild:
+    """One build of the book: where its HTML is, whether it succeeded, its log and how long it took."""
+
+    html: pathlib.Path
+    returncode: int
+    log: str
+    seconds: float
+    prebuilt: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+_BUILDS: dict[str, BookBuild] = {}
+
+
+def build_book_once(tmp_path_factory) -> BookBuild:
+    """Build the book (once per test process) the way `make book` does, into a temporary folder.
+
+    ``make book`` runs ``jupyter-book build . --warningiserror --keep-going`` after fetching the
+    site assets (site/fetch_assets.py; the course_site extension fetches them itself when missing).
+    """
+    if "book" in _BUILDS:
+        return _BUILDS["book"]
+    prebuilt = os.environ.get("COURSE_BOOK_HTML")
+    if prebuilt:
+        html = pathlib.Path(prebuilt).resolve()
+        if not (html / "index.html").is_file():
+            pytest.fail(f"COURSE_BOOK_HTML={prebuilt} holds no built book (no index.html)")
+        _BUILDS["book"] = BookBuild(html, 0, "", 0.0, prebuilt=True)
+        return _BUILDS["book"]
+    jupyter_book = pathlib.Path(sys.executable).with_name("jupyter-book")
+    if not jupyter_book.exists():
+        pytest.fail("jupyter-book is not installed in this environment: run `make setup`")
+    out = tmp_path_factory.mktemp("book")
+    start = time.monotonic()
+    try:
+        result = subprocess.run(
+            [str(jupyter_book), "build", str(ROOT), "--path-output", str(out), "--warningiserror",
+             "--keep-going"],
+            capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        returncode, log = result.returncode, result.stdout + result.stderr
+    except subprocess.TimeoutExpired as error:
+        returncode = -1
+        log = f"the build took more than {BUILD_TIMEOUT_S} s\n{error.stdout or ''}{error.stderr or ''}"
+    # The execution cache is big and of no use to the browser test.
+    shutil.rmtree(out / "_build" / ".jupyter_cache", ignore_errors=True)
+    _BUILDS["book"] = BookBuild(out / "_build" / "html", returncode, log, time.monotonic() - start)
+    return _BUILDS["book"]
+
+
+@pytest.fixture(scope="session")
+def book(tmp_path_factory) -> BookBuild:
+    return build_book_once(tmp_path_factory)
+
+
 @pytest.mark.parametrize("stem", _toc_files())
 def test_every_toc_entry_exists(stem):
     assert _existing(stem), f"_toc.yml lists {stem}, but no {stem}.md or {stem}.ipynb exists"
 
 
+def test_site_assets_manifest_is_pinned():
+    """Every browser asset is pinned by version and integrity, fetched from the npm registry."""
+    import json
+
+    manifest = json.loads((ROOT / "site" / "assets.json").read_text(encoding="utf-8"))
+    for package in manifest["packages"]:
+        assert package["integrity"].startswith("sha512-"), f"{package['name']}: pin it with a sha512 integrity"
+        assert package["version"] in package["tarball"], f"{package['name']}: tarball and version disagree"
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    sphinx = config["sphinx"]["config"]
+    assert not sphinx["mathjax_path"].startswith(("http:", "https:", "//")), "MathJax must come from _static"
+    assert all(not js.startswith(("http:", "https:", "//")) for js in sphinx["nb_ipywidgets_js"]), (
+        "the widget manager must come from _static")
+
+
 @pytest.mark.slow
-def test_book_builds_with_warnings_as_errors(tmp_path):
-    jupyter_book = pathlib.Path(sys.executable).with_name("jupyter-book")
-    assert jupyter_book.exists(), "jupyter-book is not installed in this environment: run `make setup`"
-    result = subprocess.run(
-        [str(jupyter_book), "build", str(ROOT), "--path-output", str(tmp_path), "--warningiserror",
-         "--keep-going"],
-        capture_output=True, text=True, timeout=1500)
-    log = result.stdout + result.stderr
-    assert result.returncode == 0, "the book failed to build:\n" + log[-6000:]
-    html = tmp_path / "_build" / "html"
+def test_book_builds_with_warnings_as_errors(book):
+    if book.prebuilt:
+        pytest.skip(f"COURSE_BOOK_HTML is set: using the book already built in {book.html}")
+    assert book.ok, "the book failed to build:\n" + book.log[-6000:]
     for stem in _toc_files():
-        page = html / (stem + ".html")
-        assert page.exists(), f"{page.relative_to(tmp_path)} was not built"
-    shutil.rmtree(tmp_path / "_build" / ".jupyter_cache", ignore_errors=True)
+        page = book.html / (stem + ".html")
+        assert page.exists(), f"{stem}.html was not built"
+    print(f"book built in {book.seconds:.0f} s")

@@ -1,0 +1,202 @@
+"""Sphinx extension: keep the published book self-contained.
+
+Readers behind firewalls (where public CDNs are often blocked or slow) must still get typeset math,
+rendered widgets and every image, and the browser test runs offline. This extension
+
+1. fetches the pinned browser assets (``site/assets.json``: MathJax, the Jupyter widget manager)
+   into ``_build/site-assets`` when they are missing (``site/fetch_assets.py``) and serves them as
+   ``_static/vendor/...``; ``_config.yml`` points ``mathjax_path`` and ``nb_ipywidgets_js`` at them;
+2. serves the Open-in-Colab badge image that chapter and exercise notebooks embed from
+   ``_static/`` instead of colab.research.google.com (the links still go to Colab);
+3. writes a root ``favicon.ico`` (asked for by the root redirect page) and removes duplicated <script> tags (a console error on every page otherwise, see _dedupe_scripts);
+4. after the build, warns about every page or stylesheet that still loads anything from another
+   site (with ``--warningiserror`` that fails the build), naming the page and the address.
+
+Configuration (``_config.yml`` -> ``sphinx.config``):
+
+- ``course_site_local_images``: ``{remote image URL: path under _static}``.
+- ``course_site_allowed_remote``: URL prefixes that may still be loaded from elsewhere (empty).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import sys
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.errors import ExtensionError
+from sphinx.util import logging
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fetch_assets  # noqa: E402  (a sibling module, not a package)
+
+logger = logging.getLogger(__name__)
+
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+_REMOTE = re.compile(r"^(?:https?:)?//", re.IGNORECASE)
+_CSS_URL = re.compile(r"""(?:url\(\s*["']?|@import\s+["'])((?:https?:)?//[^"')\s]+)""", re.IGNORECASE)
+# Tag -> attributes whose value the browser loads by itself (links it only follows are fine).
+_LOADED = {"script": ("src",), "img": ("src", "srcset"), "iframe": ("src",), "source": ("src", "srcset"),
+           "video": ("src", "poster"), "audio": ("src",), "embed": ("src",), "object": ("data",),
+           "input": ("src",)}
+_LOADED_LINK_RELS = {"stylesheet", "icon", "shortcut", "preload", "modulepreload", "prefetch",
+                     "apple-touch-icon", "manifest"}
+
+
+class _RemoteLoads(HTMLParser):
+    """Collect the addresses a page makes the browser load from other sites."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag == "link":
+            rels = set((values.get("rel") or "").lower().split())
+            if rels & _LOADED_LINK_RELS and _REMOTE.match(values.get("href") or ""):
+                self.found.append(values["href"] or "")
+        for name in _LOADED.get(tag, ()):
+            value = values.get(name) or ""
+            candidates = [part.strip().split(" ")[0] for part in value.split(",")] if name == "srcset" else [value]
+            self.found += [c for c in candidates if _REMOTE.match(c)]
+        style = values.get("style") or ""
+        self.found += _CSS_URL.findall(style)
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "style":
+            self._in_style = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_style:
+            self.found += _CSS_URL.findall(data)
+
+
+def remote_loads_in_html(text: str) -> list[str]:
+    """Return every address on another site that this HTML page makes the browser load."""
+    parser = _RemoteLoads()
+    parser.feed(text)
+    return parser.found
+
+
+def _assets_dir(app: Sphinx) -> Path:
+    return Path(app.confdir) / "_build" / "site-assets"
+
+
+def _on_config_inited(app: Sphinx, config) -> None:
+    out = _assets_dir(app)
+    try:
+        if not fetch_assets.assets_up_to_date(out):
+            logger.info(f"course_site: fetching the site's browser assets into {out}")
+        fetch_assets.ensure_assets(out, quiet=True)
+    except fetch_assets.AssetError as error:
+        raise ExtensionError(f"course_site: {error}") from error
+    config.html_static_path = list(config.html_static_path) + [str(out)]
+    for value in [config.mathjax_path, *(getattr(config, "nb_ipywidgets_js", None) or {})]:
+        if not value:
+            continue
+        if _REMOTE.match(str(value)):
+            logger.warning(f"course_site: {value} is loaded from another site; point it at a file under "
+                           "_static/vendor/ (see site/assets.json)", type="course_site", subtype="remote")
+        elif not any((Path(app.confdir) / p / str(value)).is_file() for p in config.html_static_path):
+            logger.warning(f"course_site: {value} is not among the static files; check site/assets.json and "
+                           "run `python site/fetch_assets.py --force`", type="course_site", subtype="missing")
+
+
+def _dedupe_scripts(context: dict) -> None:
+    """Drop repeated <script> entries.
+
+    With Sphinx 7.4, extensions that register inline scripts at env-before-read-docs (sphinx-thebe,
+    sphinx-togglebutton) end up twice in every page; sphinx-thebe's ``const THEBE_JS_URL`` then
+    raises "Identifier has already been declared" in the console of every page.
+    """
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, kept = set(), []
+    for script in scripts:
+        key = (str(getattr(script, "filename", script) or ""),  # None and "" both mean an inline body
+               tuple(sorted((getattr(script, "attributes", None) or {}).items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(script)
+    scripts[:] = kept
+
+
+def _on_html_page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    _dedupe_scripts(context)
+    body = context.get("body")
+    if not body:
+        return
+    for remote, local in app.config.course_site_local_images.items():
+        if remote in body:
+            body = body.replace(remote, context["pathto"](local, 1))
+    context["body"] = body
+
+
+def favicon_ico() -> bytes:
+    """A 32x32 ``favicon.ico`` drawn like ``book/_static/favicon.svg`` (a causal attention map).
+
+    Browsers ask for ``/favicon.ico`` on pages without an icon link, such as the root ``index.html``
+    redirect, and log a console error when it is missing.
+    """
+    size, background, cell = 32, (0x1F, 0x4E, 0x79), 5
+    cells = {(0, 0): 1.0, (1, 0): .45, (1, 1): .9, (2, 0): .3, (2, 1): .55, (2, 2): .85}
+    rows = []
+    for y in range(size):
+        row = bytearray([0])  # PNG filter type: none
+        for x in range(size):
+            corner = min(x, size - 1 - x) + min(y, size - 1 - y) < 3
+            pixel, alpha = background, 0 if corner else 255
+            for (i, j), opacity in cells.items():
+                left, top = 6 + 7.5 * j, 6 + 7.5 * i
+                if left <= x < left + cell and top <= y < top + cell:
+                    pixel = tuple(round(c + (255 - c) * opacity) for c in background)
+            row += bytes([*pixel, alpha])
+        rows.append(bytes(row))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", size, size, 8, 6, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(b"".join(rows), 9)) + chunk(b"IEND", b""))
+    header = struct.pack("<HHH", 0, 1, 1) + struct.pack("<BBBBHHII", size, size, 0, 0, 1, 32, len(png), 22)
+    return header + png
+
+
+def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    if not (outdir / "favicon.ico").exists():
+        (outdir / "favicon.ico").write_bytes(favicon_ico())
+    allowed = tuple(app.config.course_site_allowed_remote)
+    problems = []
+    for page in sorted(outdir.rglob("*.html")):
+        if "_static" in page.relative_to(outdir).parts:
+            continue
+        loads = remote_loads_in_html(page.read_text(encoding="utf-8", errors="replace"))
+        problems += [(page, url) for url in loads if not url.startswith(allowed)]
+    for sheet in sorted((outdir / "_static").rglob("*.css")):
+        loads = _CSS_URL.findall(sheet.read_text(encoding="utf-8", errors="replace"))
+        problems += [(sheet, url) for url in loads if not url.startswith(allowed)]
+    for path, url in problems:
+        logger.warning(f"course_site: {path.relative_to(outdir)} loads {url} from another site; the book must be "
+                       "self-contained (serve it from _static, see site/course_site.py)",
+                       type="course_site", subtype="remote")
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_config_value("course_site_local_images", {COLAB_BADGE: "_static/colab-badge.svg"}, "html")
+    app.add_config_value("course_site_allowed_remote", [], "html")
+    # After myst-nb and the theme have set their own static paths.
+    app.connect("config-inited", _on_config_inited, priority=900)
+    app.connect("html-page-context", _on_html_page_context, priority=900)
+    app.connect("build-finished", _on_build_finished)
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
