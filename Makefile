@@ -32,7 +32,7 @@ book: setup exercises site-assets
 	$(VENV)/bin/jupyter-book build . --warningiserror --keep-going
 
 test: setup
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup
+	$(PY) -m pytest -n $(JOBS)
 
 bench: setup
 	$(PY) -m transformer_core bench

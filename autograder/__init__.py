@@ -4,7 +4,8 @@ Commands (run from anywhere; paths default to this repository)::
 
     python -m autograder generate [ASSIGNMENT ...]      # solutions/ -> exercises/, via nbgrader
     python -m autograder normalize [--check] [PATH ...] # notebooks into normal form
-    python -m autograder grade SUBMISSIONS --assignment NAME|all --out DIR [--jobs N]
+    python -m autograder grade SUBMISSIONS --assignment NAME|all --out DIR [--jobs N] [--regrade STUDENT]
+    python -m autograder validate NOTEBOOK [--assignment NAME]  # a learner's check before submitting
 
 Modules:
 
@@ -12,11 +13,15 @@ Modules:
 notebooks         normal form, the canonical setup cell, Colab badges, convention checks
 nbgrader_config   the nbgrader settings (also usable as ``nbgrader --config`` file)
 course            assignments, throwaway course directories, ``generate``
-grading           finding submissions, grading each in isolation, ``grades.csv``, feedback
-feedback          the feedback preprocessor that hides hidden tests
+plan              the instructor's notebooks as a grading plan; rebuilding a learner's notebook on it
+sandbox           resource limits and (Linux, root) namespace isolation of each kernel; the launcher
+runner            running cells in a sandboxed kernel and observing how each one ended
+grading           finding submissions (folders, LMS zips), the batch, results, ``grades.csv``, ``validate``
+feedback          feedback pages that never show hidden tests
 ================= ===============================================================================
 
-This package imports nbgrader only when a command needs it, so ``normalize`` stays fast.
+This package imports nbgrader, jupyter_client and nbconvert only when a command needs them, so
+``normalize`` stays fast. See ``autograder/README.md`` for the instructor guide.
 """
 
 from autograder.notebooks import (REPO_ROOT, colab_badge, colab_url, convention_problems,

@@ -1,8 +1,8 @@
-"""``python -m autograder generate|normalize|grade``: see ``python -m autograder --help``.
+"""``python -m autograder generate|normalize|grade|validate``: see ``python -m autograder --help``.
 
 Exit status: 0 success; 1 when something could not be done (a notebook out of normal form with
-``--check``, a submission that could not be graded, nbgrader rejecting a source notebook);
-2 for usage errors (a bad path, an unknown assignment).
+``--check``, a submission that could not be graded, nbgrader rejecting a source notebook, a
+notebook that fails validation); 2 for usage errors (a bad path, an unknown assignment).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
 from autograder.notebooks import REPO_ROOT, NotebookError, normalize_file, notebook_paths
+from autograder.sandbox import Limits
 
 USAGE_ERROR = 2
 
@@ -41,19 +42,53 @@ def _parser() -> argparse.ArgumentParser:
 
     grade = commands.add_parser(
         "grade", help="autograde submissions",
-        description="Autograde submissions with nbgrader and write DIR/grades.csv and "
-                    "DIR/feedback/<student>/<assignment>/. SUBMISSIONS is one notebook or a folder "
-                    "of <student>.ipynb files, <student>/<notebook>.ipynb or "
-                    "<student>/<assignment>/<notebook>.ipynb.")
+        description="Autograde submissions, each in its own sandbox, and write DIR/grades.csv, "
+                    "DIR/results/<student>/<assignment>.json and DIR/feedback/<student>/<assignment>/. "
+                    "SUBMISSIONS is one notebook, a zip, or a folder of <student>.ipynb files, "
+                    "<student>/<notebook>.ipynb or <student>/<assignment>/<notebook>.ipynb. A run that "
+                    "was stopped is resumed by running the same command again.")
     grade.add_argument("submissions", type=Path, metavar="SUBMISSIONS")
     grade.add_argument("--assignment", required=True, metavar="NAME", help="an assignment, or 'all'")
     grade.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
-    grade.add_argument("--jobs", type=int, default=1, metavar="N",
-                       help="submissions graded at once; N > 1 uses N worker processes (default 1)")
-    grade.add_argument("--timeout", type=int, default=EXECUTE_TIMEOUT_S, metavar="SECONDS",
-                       help=f"time limit per notebook cell (default {EXECUTE_TIMEOUT_S})")
+    grade.add_argument("--jobs", type=int, default=None, metavar="N",
+                       help="submissions graded at once (default: the number of cores)")
+    grade.add_argument("--regrade", action="append", default=[], metavar="STUDENT",
+                       help="grade this learner again even if a result exists (repeatable)")
+    _limit_options(grade)
     grade.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    validate = commands.add_parser(
+        "validate", help="check a notebook before submitting it",
+        description="Run a notebook the way the grader will, with the visible tests only, and say "
+                    "which tests pass and what the grader would repair. Exit status 0 when all pass.")
+    validate.add_argument("notebook", type=Path, metavar="NOTEBOOK")
+    validate.add_argument("--assignment", metavar="NAME", help="default: told from the notebook")
+    _limit_options(validate)
     return parser
+
+
+def _limit_options(parser: argparse.ArgumentParser) -> None:
+    defaults = Limits()
+    parser.add_argument("--timeout", type=float, default=EXECUTE_TIMEOUT_S, metavar="SECONDS",
+                        help=f"time limit per notebook cell (default {EXECUTE_TIMEOUT_S})")
+    parser.add_argument("--notebook-timeout", type=float, default=defaults.notebook_timeout,
+                        metavar="SECONDS", help=f"time limit per notebook (default {defaults.notebook_timeout:g})")
+    parser.add_argument("--memory", type=int, default=defaults.memory_mb, metavar="MIB",
+                        help=f"address space per kernel (default {defaults.memory_mb})")
+    parser.add_argument("--processes", type=int, default=defaults.processes, metavar="N",
+                        help=f"processes and threads per kernel (default {defaults.processes})")
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    return Limits(cell_timeout=args.timeout, notebook_timeout=args.notebook_timeout,
+                  memory_mb=args.memory, processes=args.processes)
+
+
+def _warn_isolation() -> None:
+    from autograder.sandbox import isolation_warnings
+
+    for warning in isolation_warnings():
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -90,16 +125,26 @@ def _normalize(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from autograder.grading import grade
+    from autograder.grading import grade, summary_table
 
+    _warn_isolation()
     results = grade(args.submissions, args.assignment, args.out, jobs=args.jobs, root=args.root,
-                    timeout=args.timeout, progress=not args.no_progress)
+                    limits=_limits(args), regrade=args.regrade, progress=not args.no_progress)
     failed = [r for r in results if not r.graded]
+    print(summary_table(results))
     print(f"graded {len(results) - len(failed)} of {len(results)} submissions; "
-          f"grades in {args.out / 'grades.csv'}")
-    for r in failed:
-        print(f"not graded: {r.student} / {r.assignment or '?'}: {r.status}")
+          f"grades in {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
     return 1 if failed else 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from autograder.grading import validate
+
+    _warn_isolation()
+    ok, lines = validate(args.notebook, args.assignment, root=args.root, limits=_limits(args))
+    print("\n".join(lines))
+    print("all visible tests pass" if ok else "not ready: see above")
+    return 0 if ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     args.root = args.root.resolve()
-    handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade}
+    handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade, "validate": _validate}
     try:
         return handlers[args.command](args)
     except UsageError as error:

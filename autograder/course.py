@@ -3,8 +3,8 @@
 An assignment is a folder ``solutions/<NN-slug>/`` holding nbgrader source notebooks. Generating
 it runs nbgrader's ``generate_assignment`` machinery (clear solutions, remove hidden tests, lock
 cells, compute checksums) in a throwaway course directory and writes the result, in normal form,
-to ``exercises/<NN-slug>/``. The same throwaway directory, with its gradebook, is what grading
-starts from (see :mod:`autograder.grading`).
+to ``exercises/<NN-slug>/``. Grading does not use nbgrader's gradebook: it reads the source
+notebooks directly (see :mod:`autograder.plan` and :mod:`autograder.grading`).
 """
 
 from __future__ import annotations

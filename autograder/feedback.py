@@ -1,51 +1,121 @@
-"""Feedback that does not leak hidden tests.
+"""Feedback for learners that shows what failed and why, but never the hidden tests.
 
-During autograding nbgrader restores every test cell from the gradebook, hidden tests included,
-so a feedback page rendered from the autograded notebook would show them. :class:`HideHiddenTests`
-runs inside ``generate_feedback`` and, in every cell that holds a hidden-test region, replaces the
-region with a one-line note and shortens error tracebacks (which quote the failing source line) to
-their last line, e.g. ``AssertionError: `weights` should have shape (2, 4, 4) ...``.
+:func:`render_feedback` writes one self-contained HTML page per graded notebook: the score, a table
+of the graded cells with the reason each failed, what the grader repaired in the notebook, and
+every cell with its text output. Hidden-test regions are replaced by a note, and any output line
+that quotes hidden test code (a traceback, or learner code printing the test's source) is redacted.
+Only text outputs are shown, escaped: images, HTML and JavaScript from learner code could carry
+scripts into the instructor's browser or hidden-test text past the redaction.
+
+:class:`HideHiddenTests` is the same filter as an nbconvert preprocessor, for instructors who run
+nbgrader's own ``generate_feedback`` with :mod:`autograder.nbgrader_config`.
 """
 
 from __future__ import annotations
+
+import html
+import re
 
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode
 from traitlets import Bool, Unicode
 
-HIDDEN_NOTE = "# Hidden tests ran here; they are not shown in feedback."
+from autograder.plan import HIDDEN_NOTE, MANUAL, TASK, TEST, RunCell, strip_hidden_region
+from autograder.runner import CellOutcome
+
+__all__ = ["HIDDEN_NOTE", "HideHiddenTests", "redact", "render_feedback", "strip_hidden_region"]
+
+REDACTED = "[a line of hidden test code was removed here]"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_STYLE = """
+body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}
+.pass{color:#176f2c}.fail{color:#b00020}.cell{border:1px solid #ddd;border-radius:4px;margin:1rem 0}
+.head{background:#f4f4f4;padding:.3rem .6rem;font-size:.9rem}pre{margin:0;padding:.5rem .6rem;
+white-space:pre-wrap;word-break:break-word;font-size:.85rem}.out{border-top:1px dashed #ddd;background:#fcfcfc}
+.err{background:#fff3f3}.md{padding:.5rem .6rem;white-space:pre-wrap}
+"""
 
 
-def strip_hidden_region(source: str, begin: str = "BEGIN HIDDEN TESTS",
-                        end: str = "END HIDDEN TESTS", note: str = HIDDEN_NOTE) -> tuple[str, bool]:
-    """Replace each hidden-test region of a cell's source with ``note``.
+def redact(text: str, hidden: list[str]) -> str:
+    """``text`` without ANSI colour codes and with every line that quotes hidden test code replaced."""
+    text = _ANSI.sub("", text)
+    if not hidden:
+        return text
+    lines = text.split("\n")
+    return "\n".join(REDACTED if any(h in line for h in hidden) else line for line in lines)
+
+
+def _verdict(cell: RunCell, outcome: CellOutcome | None, hidden: list[str]) -> tuple[str, str]:
+    if cell.kind in (MANUAL, TASK):
+        return "fail" if outcome is not None and not outcome.ok else "pass", "graded by your instructor"
+    if outcome is None or not outcome.ok:
+        reason = redact(outcome.reason, hidden) if outcome is not None else "not run"
+        return "fail", f"failed: {reason}"
+    return "pass", "passed"
+
+
+def render_feedback(*, student: str, assignment: str, notebook: str, cells: list[RunCell],
+                    outcomes: list[CellOutcome | None], scores: dict[str, float | None],
+                    notes: list[str], hidden: list[str]) -> str:
+    """Return the feedback page of one graded notebook.
 
     Args:
-        source: the cell's source.
-        begin: the marker that opens a region (nbgrader's delimiter).
-        end: the marker that closes it.
-        note: the line left in place of each region.
-
-    Returns:
-        ``(new_source, removed)``; ``removed`` says whether any region was found. A region left
-        open runs to the end of the cell.
+        student, assignment, notebook: who and what, for the title.
+        cells: the cells that were run (see :func:`autograder.plan.assemble`).
+        outcomes: one per cell; None for cells that were not executed (markdown, empty).
+        scores: grade id -> points given (None: left to a human grader).
+        notes: what the grader repaired in the notebook.
+        hidden: the hidden test lines to redact from every output.
     """
-    kept: list[str] = []
-    inside = removed = False
-    for line in source.split("\n"):
-        if begin in line:
-            inside = removed = True
-            indent = line[: len(line) - len(line.lstrip())]
-            kept.append(indent + note)
-        elif end in line:
-            inside = False
-        elif not inside:
-            kept.append(line)
-    return "\n".join(kept), removed
+    esc = html.escape
+    graded = [(c, o) for c, o in zip(cells, outcomes) if c.kind in (TEST, MANUAL, TASK)]
+    earned = sum(s for s in scores.values() if s is not None)
+    available = sum(c.points for c, _ in graded)
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(assignment)}: {esc(notebook)}"
+             f"</title><style>{_STYLE}</style></head><body>",
+             f"<h1>{esc(assignment)} / {esc(notebook)}</h1><p>Feedback for <b>{esc(student)}</b>: "
+             f"<b>{earned:g}</b> of {available:g} points.</p>",
+             "<table><tr><th>graded cell</th><th>points</th><th>result</th></tr>"]
+    for cell, outcome in graded:
+        css, text = _verdict(cell, outcome, hidden)
+        score = scores.get(cell.key)
+        points = "?" if score is None else f"{score:g}"
+        parts.append(f"<tr><td><a href='#{esc(cell.key)}'>{esc(cell.key)}</a></td>"
+                     f"<td>{points} / {cell.points:g}</td><td class='{css}'>{esc(text)}</td></tr>")
+    parts.append("</table>")
+    if notes:
+        parts.append("<h2>What the grader changed</h2><ul>"
+                     + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+    parts.append("<h2>Your notebook as graded</h2>")
+    for cell, outcome in zip(cells, outcomes):
+        anchor = f" id='{esc(cell.key)}'" if cell.key and cell.kind != "free" else ""
+        label = {"test": "test", "solution": "your answer", "manual": "your answer (graded by hand)",
+                 "task": "task", "locked": "course cell"}.get(cell.kind, "your cell" if cell.origin == "yours"
+                                                              else "course cell")
+        head = f"{label}" + (f" <code>{esc(cell.key)}</code>" if cell.key and cell.kind != "free" else "")
+        if cell.origin == "released":
+            head += " (blank: your notebook had no usable version of this cell)"
+        if cell.kind in (TEST, MANUAL, TASK):
+            css, text = _verdict(cell, outcome, hidden)
+            head += f" &mdash; <span class='{css}'>{esc(text)}</span>"
+        if cell.cell_type != "code":
+            parts.append(f"<div class='cell'{anchor}><div class='head'>{head}</div>"
+                         f"<div class='md'>{esc(cell.shown)}</div></div>")
+            continue
+        parts.append(f"<div class='cell'{anchor}><div class='head'>{head}</div><pre>{esc(cell.shown)}</pre>")
+        for output in (outcome.outputs if outcome is not None else []):
+            css = "out err" if output["kind"] in ("stderr", "error") else "out"
+            parts.append(f"<pre class='{css}'>{esc(redact(output['text'], hidden))}</pre>")
+        if outcome is not None and outcome.status in ("timeout", "stopped", "not run"):
+            parts.append(f"<pre class='out err'>{esc(redact(outcome.reason, hidden))}</pre>")
+        parts.append("</div>")
+    parts.append("</body></html>\n")
+    return "".join(parts)
 
 
 class HideHiddenTests(Preprocessor):
-    """nbconvert preprocessor: remove hidden tests and their tracebacks from feedback."""
+    """nbconvert preprocessor: remove hidden tests and their tracebacks from nbgrader's feedback."""
 
     enabled = Bool(True, help="Whether to hide hidden tests").tag(config=True)
 

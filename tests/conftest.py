@@ -1,9 +1,44 @@
-"""Shared test settings: one thread per worker (make test runs one worker per core) and no display."""
+"""Shared test settings and helpers.
 
+make test runs one pytest-xdist worker per core, each with one torch thread. Expensive shared work
+(the book build, a grading run) goes through :func:`run_once`, which does it once per session
+whichever worker asks first: xdist's ``loadgroup`` grouping is not honoured by the pytest/xdist
+versions installed here, so module-scoped fixtures alone would repeat it on every worker.
+"""
+
+import fcntl
+import json
 import os
+import shutil
+from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+
+def shared_folder(tmp_path_factory) -> Path:
+    """A folder all xdist workers of this session share (this session's own without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+
+
+def run_once(tmp_path_factory, name: str, make):
+    """Run ``make(folder)`` once per session, whichever worker gets here first; return its result.
+
+    ``make`` gets an empty folder of its own and returns something JSON can store; the other workers
+    wait on a lock and read the stored result.
+    """
+    folder = shared_folder(tmp_path_factory)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = folder / f"{name}.json"
+        if not result.exists():
+            work = folder / name
+            shutil.rmtree(work, ignore_errors=True)  # what a failed attempt on another worker left
+            work.mkdir()
+            result.write_text(json.dumps(make(work)), encoding="utf-8")
+        return json.loads(result.read_text(encoding="utf-8"))

@@ -1,8 +1,10 @@
-"""The autograder on a tiny fixture course (tests/fixtures/course), independent of the real chapters."""
+"""The autograder's generate/normalize/collect on a tiny fixture course (tests/fixtures/course).
 
-import csv
+Grading itself is tested in tests/test_autograder_grading.py."""
+
 import hashlib
 import json
+import zipfile
 import shutil
 from pathlib import Path
 
@@ -12,8 +14,9 @@ import pytest
 from autograder.__main__ import main
 from autograder.course import UsageError, generate
 from autograder.feedback import strip_hidden_region
-from autograder.grading import collect_submissions
+from autograder.grading import collect_submissions, extract_zip
 from autograder.nbgrader_config import CODE_STUB
+from autograder.plan import TEST, assemble, load_plan
 from autograder.notebooks import (convention_problems, dumps_normalized, normalize_notebook,
                                   setup_cell_source)
 
@@ -21,28 +24,11 @@ FIXTURE = Path(__file__).parent / "fixtures" / "course"
 ASSIGNMENT = "00-fixture"
 NOTEBOOK = "fixture.ipynb"
 HIDDEN_MARKER = "hidden-marker"  # a comment that appears only inside the fixture's hidden tests
-# One worker runs this whole module (with `pytest -n N --dist loadgroup`), so the module-scoped
-# grading run happens once.
-pytestmark = pytest.mark.xdist_group("autograder-fixture")
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def without_cell(path: Path, grade_id: str) -> str:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    nb["cells"] = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") != grade_id]
-    return json.dumps(nb)
-
-
-def with_source(path: Path, grade_id: str, source: str) -> str:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        if cell["metadata"].get("nbgrader", {}).get("grade_id") == grade_id:
-            cell["source"] = source
-    return json.dumps(nb)
 
 
 @pytest.fixture(scope="module")
@@ -52,29 +38,6 @@ def course(tmp_path_factory) -> Path:
     shutil.copytree(FIXTURE, root, dirs_exist_ok=True)
     generate(root=root)
     return root
-
-
-@pytest.fixture(scope="module")
-def graded(course, tmp_path_factory):
-    """One grading run, in two worker processes, over five learners using the three folder layouts."""
-    subs = tmp_path_factory.mktemp("submissions")
-    solution = course / "solutions" / ASSIGNMENT / NOTEBOOK
-    (subs / "alice" / ASSIGNMENT).mkdir(parents=True)
-    shutil.copy(solution, subs / "alice" / ASSIGNMENT / NOTEBOOK)              # <student>/<assignment>/
-    (subs / "bob").mkdir()
-    shutil.copy(course / "exercises" / ASSIGNMENT / NOTEBOOK, subs / "bob" / NOTEBOOK)  # <student>/
-    (subs / "dave.ipynb").write_text(without_cell(solution, "test_softmax"))  # <student>.ipynb
-    (subs / "carol.ipynb").write_text('{"cells": [')                           # broken JSON
-    shortcut = "def softmax(x):\n    return torch.softmax(x, dim=-1)"  # passes visible, fails hidden
-    (subs / "erin.ipynb").write_text(with_source(solution, "softmax", shortcut))
-    before = {"course": tree_digest(course), "submissions": tree_digest(subs)}
-    out = tmp_path_factory.mktemp("out")
-    status = main(["--root", str(course), "grade", str(subs), "--assignment", ASSIGNMENT,
-                   "--out", str(out), "--jobs", "2", "--no-progress"])
-    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
-        rows = {row["student"]: row for row in csv.DictReader(handle)}
-    after = {"course": tree_digest(course), "submissions": tree_digest(subs)}
-    return {"status": status, "rows": rows, "out": out, "before": before, "after": after}
 
 
 # --- generate -------------------------------------------------------------------------------------
@@ -101,52 +64,6 @@ def test_generate_is_deterministic(course, tmp_path):
 def test_fixture_follows_the_notebook_conventions(course):
     for folder in ("solutions", "exercises"):
         assert convention_problems(course / folder / ASSIGNMENT / NOTEBOOK, course) == []
-
-
-# --- grade ----------------------------------------------------------------------------------------
-
-
-def test_solution_gets_full_marks(graded):
-    row = graded["rows"]["alice"]
-    assert (row["status"], row["score"], row["max_score"]) == ("graded", "3", "3")
-    assert (row["fixture:test_softmax"], row["fixture:test_scale"]) == ("2", "1")
-
-
-def test_blank_release_gets_zero_without_crashing(graded):
-    row = graded["rows"]["bob"]
-    assert (row["status"], row["score"], row["max_score"]) == ("graded", "0", "3")
-    assert (row["fixture:test_softmax"], row["fixture:test_scale"]) == ("0", "0")
-
-
-def test_a_deleted_test_cell_is_restored_and_run(graded):
-    row = graded["rows"]["dave"]
-    assert (row["status"], row["score"]) == ("graded", "3"), "the restored test must run and count"
-    html = (graded["out"] / "feedback" / "dave" / ASSIGNMENT / "fixture.html").read_text(encoding="utf-8")
-    assert "added back by nbgrader" in html
-
-
-def test_a_broken_notebook_gets_a_row_and_exit_status_1(graded):
-    assert graded["status"] == 1
-    row = graded["rows"]["carol"]
-    assert row["status"].startswith("unreadable notebook") and row["score"] == ""
-
-
-def test_a_forbidden_shortcut_fails_the_hidden_tests(graded):
-    row = graded["rows"]["erin"]
-    assert (row["status"], row["fixture:test_softmax"], row["fixture:test_scale"]) == ("graded", "0", "1")
-    html = (graded["out"] / "feedback" / "erin" / ASSIGNMENT / "fixture.html").read_text("utf-8")
-    assert "implement this yourself" in html
-
-
-def test_feedback_exists_and_hides_hidden_tests(graded):
-    for student in ("alice", "bob", "dave", "erin"):
-        html = (graded["out"] / "feedback" / student / ASSIGNMENT / "fixture.html").read_text("utf-8")
-        assert HIDDEN_MARKER not in html and "Hidden tests ran here" in html
-    assert not (graded["out"] / "feedback" / "carol").exists()
-
-
-def test_grading_modifies_no_originals(graded):
-    assert graded["before"] == graded["after"]
 
 
 # --- usage errors and submission layouts ----------------------------------------------------------
@@ -223,3 +140,79 @@ def test_strip_hidden_region():
     assert removed and "secret" not in stripped
     assert stripped.startswith("visible()") and stripped.endswith("after()")
     assert strip_hidden_region("plain()") == ("plain()", False)
+
+
+# --- rebuilding a learner's notebook on the instructor's plan (no kernel needed) -------------------
+
+
+def _exercise(course: Path) -> nbformat.NotebookNode:
+    return nbformat.read(str(course / "exercises" / ASSIGNMENT / NOTEBOOK), as_version=4)
+
+
+def test_assemble_takes_tests_from_the_instructor_and_answers_from_the_learner(course):
+    plan = load_plan(ASSIGNMENT, course).notebooks["fixture"]
+    nb = _exercise(course)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id == "softmax":
+            cell.source = "def softmax(x):\n    return x"
+        if grade_id == "test_softmax":
+            cell.source, cell.cell_type = "pass", "markdown"
+            cell.metadata.nbgrader.update(points=100, solution=True, grade=False)
+    nb.cells.append(nbformat.v4.new_code_cell("helper = 1"))
+    assembly = assemble(plan, nb)
+    by_key = {c.key: c for c in assembly.cells}
+    assert by_key["softmax"].source == "def softmax(x):\n    return x" and by_key["softmax"].origin == "yours"
+    test = by_key["test_softmax"]
+    assert test.kind == TEST and test.cell_type == "code" and test.points == 2 and HIDDEN_MARKER in test.source
+    assert HIDDEN_MARKER not in test.shown, "feedback must show the test without its hidden part"
+    assert any("test_softmax" in note and "changed" in note for note in assembly.notes)
+    assert assembly.cells[-1].source == "helper = 1", "the learner's own cells still run, in place"
+    assert assembly.matched == 4
+
+
+def test_assemble_puts_back_missing_cells(course):
+    plan = load_plan(ASSIGNMENT, course).notebooks["fixture"]
+    assembly = assemble(plan, nbformat.v4.new_notebook())
+    kinds = [(c.key, c.origin) for c in assembly.cells if c.key in ("softmax", "test_scale")]
+    assert kinds == [("softmax", "released"), ("test_scale", "course")]
+    assert assembly.matched == 0 and any("test_scale" in note for note in assembly.notes)
+
+
+def test_lms_names_and_non_notebook_files(course, tmp_path):
+    exercise = course / "exercises" / ASSIGNMENT / NOTEBOOK
+    shutil.copy(exercise, tmp_path / "smithjane_12345_67890_fixture.ipynb")          # Canvas
+    moodle = tmp_path / "Jo Doe_4242_assignsubmission_file_"                           # Moodle
+    moodle.mkdir()
+    shutil.copy(exercise, moodle / NOTEBOOK)
+    (tmp_path / "kim").mkdir()
+    (tmp_path / "kim" / "report.pdf").write_bytes(b"%PDF-1.4")
+    found = {s.student: s for s in collect_submissions(tmp_path, ASSIGNMENT, root=course)}
+    assert set(found) == {"smithjane", "Jo Doe", "kim"}
+    assert found["smithjane"].notebooks == {"fixture": tmp_path / "smithjane_12345_67890_fixture.ipynb"}
+    assert found["Jo Doe"].problem is None
+    assert "report.pdf" in found["kim"].problem
+
+
+def test_extract_zip_refuses_traversal_links_and_bombs(tmp_path):
+    archive = tmp_path / "lms.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("export/alice.ipynb", "{}")
+        zf.writestr("export/../../escape.ipynb", "{}")
+        zf.writestr("/etc/absolute.ipynb", "{}")
+        link = zipfile.ZipInfo("export/link.ipynb")
+        link.external_attr = (0o120777 << 16)
+        zf.writestr(link, "/etc/passwd")
+        zf.writestr("__MACOSX/export/._alice.ipynb", "junk")
+    folder, skipped = extract_zip(archive, tmp_path / "out")
+    assert folder == tmp_path / "out" / "export"
+    assert sorted(p.name for p in folder.iterdir()) == ["alice.ipynb"]
+    assert not (tmp_path / "escape.ipynb").exists() and len(skipped) == 3
+    bomb = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("big.ipynb", b"0" * (2 << 20))
+    with pytest.raises(UsageError, match="refusing"):
+        extract_zip(bomb, tmp_path / "bomb", max_bytes=1 << 20)
+    (tmp_path / "fake.zip").write_bytes(b"not a zip")
+    with pytest.raises(UsageError, match="not a readable zip"):
+        extract_zip(tmp_path / "fake.zip", tmp_path / "fake")

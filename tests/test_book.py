@@ -2,8 +2,8 @@
 
 The build is slow (it executes every chapter), so it happens once per test session:
 ``build_book_once`` builds into a temporary folder and ``tests/test_site.py`` (the browser test)
-loads the same ``_build/html``. Both modules are in the xdist group ``book``, so under
-``pytest -n N --dist loadgroup`` they run on one worker, one after the other, and share the build.
+loads the same ``_build/html``: whichever xdist worker asks first builds, the other waits for it
+(``conftest.run_once``).
 
 Set ``COURSE_BOOK_HTML=_build/html`` to point both at a book you have already built (for example by
 ``make book``) instead; the build test is then skipped, with that reason.
@@ -21,11 +21,12 @@ import time
 
 import pytest
 import yaml
+from conftest import run_once
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT_S = 1500
 
-pytestmark = pytest.mark.xdist_group("book")
+
 
 
 def _toc_files():
@@ -61,7 +62,7 @@ _BUILDS: dict[str, BookBuild] = {}
 
 
 def build_book_once(tmp_path_factory) -> BookBuild:
-    """Build the book (once per test process) the way `make book` does, into a temporary folder.
+    """Build the book (once per test session, see conftest.run_once) the way `make book` does, into a temporary folder.
 
     ``make book`` runs ``jupyter-book build . --warningiserror --keep-going`` after fetching the
     site assets (site/fetch_assets.py; the course_site extension fetches them itself when missing).
@@ -78,20 +79,26 @@ def build_book_once(tmp_path_factory) -> BookBuild:
     jupyter_book = pathlib.Path(sys.executable).with_name("jupyter-book")
     if not jupyter_book.exists():
         pytest.fail("jupyter-book is not installed in this environment: run `make setup`")
-    out = tmp_path_factory.mktemp("book")
-    start = time.monotonic()
-    try:
-        result = subprocess.run(
-            [str(jupyter_book), "build", str(ROOT), "--path-output", str(out), "--warningiserror",
-             "--keep-going"],
-            capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-        returncode, log = result.returncode, result.stdout + result.stderr
-    except subprocess.TimeoutExpired as error:
-        returncode = -1
-        log = f"the build took more than {BUILD_TIMEOUT_S} s\n{error.stdout or ''}{error.stderr or ''}"
-    # The execution cache is big and of no use to the browser test.
-    shutil.rmtree(out / "_build" / ".jupyter_cache", ignore_errors=True)
-    _BUILDS["book"] = BookBuild(out / "_build" / "html", returncode, log, time.monotonic() - start)
+
+    def build(out: pathlib.Path) -> dict:
+        start = time.monotonic()
+        try:
+            result = subprocess.run(
+                [str(jupyter_book), "build", str(ROOT), "--path-output", str(out),
+                 "--warningiserror", "--keep-going"],
+                capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+            returncode, log = result.returncode, result.stdout + result.stderr
+        except subprocess.TimeoutExpired as error:
+            returncode = -1
+            log = f"the build took more than {BUILD_TIMEOUT_S} s\n{error.stdout or ''}{error.stderr or ''}"
+        # The execution cache is big and of no use to the browser test.
+        shutil.rmtree(out / "_build" / ".jupyter_cache", ignore_errors=True)
+        return {"html": str(out / "_build" / "html"), "returncode": returncode, "log": log,
+                "seconds": time.monotonic() - start}
+
+    built = run_once(tmp_path_factory, "book", build)
+    _BUILDS["book"] = BookBuild(pathlib.Path(built["html"]), built["returncode"], built["log"],
+                                built["seconds"])
     return _BUILDS["book"]
 
 

@@ -4,11 +4,14 @@ Parametrised over the real chapters (book/*.ipynb) and assignments (solutions/*/
 later are covered automatically; with none yet, the tests are skipped.
 """
 
+import dataclasses
 import hashlib
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from conftest import run_once
 
 from autograder.course import generate, list_assignments
 from autograder.grading import grade
@@ -17,9 +20,6 @@ from autograder.notebooks import (REPO_ROOT, convention_problems, dumps_normaliz
 
 ROOT = REPO_ROOT
 ASSIGNMENTS = list_assignments(ROOT)
-# Both round-trip tests of an assignment share one grading run; with `pytest -n N --dist loadgroup`
-# they stay on one worker while different assignments run in parallel.
-ROUND_TRIPS = [pytest.param(a, marks=pytest.mark.xdist_group(f"round-trip-{a}")) for a in ASSIGNMENTS]
 ALL_NOTEBOOKS = notebook_paths(ROOT)
 COURSE_NOTEBOOKS = notebook_paths(ROOT, ["book", "solutions", "exercises"])
 
@@ -62,15 +62,19 @@ def round_trip(request, tmp_path_factory):
     assignment = request.param
     if not (ROOT / "exercises" / assignment).is_dir():
         pytest.fail(f"exercises/{assignment} is missing; run `make exercises`")
-    work = tmp_path_factory.mktemp(f"round-trip-{assignment}")
-    for student, folder in (("solution", "solutions"), ("blank", "exercises")):
-        shutil.copytree(ROOT / folder / assignment, work / "submissions" / student / assignment)
-    results = grade(work / "submissions", assignment, work / "out", root=ROOT, progress=False)
-    return {r.student: r for r in results}
+
+    def run(work: Path) -> dict:
+        for student, folder in (("solution", "solutions"), ("blank", "exercises")):
+            shutil.copytree(ROOT / folder / assignment, work / "submissions" / student / assignment)
+        results = grade(work / "submissions", assignment, work / "out", root=ROOT, progress=False)
+        return {r.student: dataclasses.asdict(r) for r in results}
+
+    return {student: SimpleNamespace(**fields)
+            for student, fields in run_once(tmp_path_factory, f"round-trip-{assignment}", run).items()}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("round_trip", ROUND_TRIPS, indirect=True)
+@pytest.mark.parametrize("round_trip", ASSIGNMENTS, indirect=True)
 def test_solution_autogrades_to_full_marks(round_trip):
     result = round_trip["solution"]
     assert result.status == "graded", result.status
@@ -82,7 +86,7 @@ def test_solution_autogrades_to_full_marks(round_trip):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("round_trip", ROUND_TRIPS, indirect=True)
+@pytest.mark.parametrize("round_trip", ASSIGNMENTS, indirect=True)
 def test_blank_exercise_autogrades_to_zero(round_trip):
     result = round_trip["blank"]
     assert result.status == "graded", f"the blank exercise must grade without crashing: {result.status}"

@@ -40,7 +40,7 @@ import yaml
 
 from test_book import ROOT, _toc_files, build_book_once
 
-pytestmark = [pytest.mark.xdist_group("book"), pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 ARTIFACTS = Path(os.environ.get("SITE_ARTIFACTS") or ROOT / "_build" / "test-artifacts" / "site")
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))

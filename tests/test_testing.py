@@ -1,5 +1,6 @@
 """transformer_core.testing: what notebook test cells rely on to judge a learner's work."""
 
+import importlib
 import sys
 
 import numpy
@@ -7,8 +8,8 @@ import pytest
 import torch
 
 import transformer_core.testing as testing
-from transformer_core.testing import (ShortcutError, check_close, check_shape, check_tensor,
-                                      forbid_shortcuts, seeded, untampered)
+from transformer_core.testing import (ShortcutError, check_answer, check_close, check_shape,
+                                      check_tensor, forbid_shortcuts, seeded, untampered)
 
 
 class RiggedTensor(torch.Tensor):
@@ -155,6 +156,28 @@ def test_guard_blocks_aliases_in_the_notebook_namespace(monkeypatch):
     assert namespace["my_softmax"] is torch.nn.functional.softmax
 
 
+def test_guard_blocks_default_argument_aliases_and_aten_calls():
+    def hidden_alias(x, _softmax=torch.nn.functional.softmax):
+        return _softmax(x, -1)
+
+    def through_aten(x):
+        return torch.ops.aten._softmax(x, -1, False)
+
+    def by_hand(x):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return e / e.sum(-1, keepdim=True)
+
+    x = torch.randn(3, 4)
+    with forbid_shortcuts("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"):
+        for shortcut in (hidden_alias, through_aten, lambda t: torch.nn.Softmax(-1)(t)):
+            with pytest.raises(ShortcutError, match="implement this yourself"):
+                shortcut(x)
+        result = by_hand(x)
+        untampered()  # the guard's own modes are not tampering
+    check_close(result, torch.softmax(x, -1))
+    hidden_alias(x)  # everything works again after the block
+
+
 def test_guard_works_as_a_decorator_and_rejects_typos():
     @forbid_shortcuts("torch.softmax")
     def learner():
@@ -202,6 +225,44 @@ def test_canary_detects_an_intercepting_torch_function_mode():
     with Always():
         assert "mode" in message_of(untampered)
     untampered()
+
+
+def test_the_module_refuses_to_be_reloaded_so_its_originals_stay_genuine(monkeypatch):
+    monkeypatch.setattr(torch, "gt", lambda a, b: torch.zeros_like(a, dtype=torch.bool))
+    with pytest.raises(ImportError, match="cannot be reloaded"):
+        importlib.reload(testing)
+    monkeypatch.undo()
+    assert "wrong values" in message_of(lambda: check_close(torch.zeros(5), torch.ones(5)))
+    untampered()
+
+
+# --- check_answer -------------------------------------------------------------------------------
+
+
+def test_check_answer_accepts_plain_values():
+    check_answer("  B ", "b", name="answer_q1")
+    check_answer(131072, 131072, name="answer_q2")
+    check_answer(0.5, 0.5, name="answer_q3")
+    check_answer(True, True, name="answer_q4")
+
+
+def test_check_answer_refuses_wrong_values_and_look_alikes():
+    class Always(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+        def strip(self):
+            return self
+
+        def lower(self):
+            return self
+
+    assert "plain str" in message_of(lambda: check_answer(Always("z"), "b", name="q"))
+    assert "not correct" in message_of(lambda: check_answer("c", "b", name="q", hint="see section 2"))
+    assert "not correct" in message_of(lambda: check_answer(True, 1, name="q"))
+    assert "plain str" in message_of(lambda: check_answer(None, "b", name="q"))
 
 
 def test_seeded_repeats_and_restores():

@@ -24,6 +24,11 @@ autograder's job.
 
 from __future__ import annotations
 
+if "_WATCHED" in globals():
+    # importlib.reload() would capture whatever the notebook has monkeypatched by now.
+    raise ImportError("transformer_core.testing cannot be reloaded: it keeps the functions it captured "
+                      "when first imported, so that checks compare with the genuine ones")
+
 import builtins
 import contextlib
 import importlib
@@ -39,9 +44,12 @@ import torch
 import torch.nn.functional
 import torch.testing
 import torch.utils._device
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
     "ShortcutError",
+    "check_answer",
     "check_close",
     "check_shape",
     "check_tensor",
@@ -94,6 +102,9 @@ _DisableTorchFunction = torch._C.DisableTorchFunction
 _function_mode_depth = getattr(torch._C, "_len_torch_function_stack", None)
 _dispatch_mode_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _function_mode_stack = torch.overrides._get_current_function_mode_stack
+_dispatch_mode_stack = torch.utils._python_dispatch._get_current_dispatch_mode_stack
+_hashable = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+             types.WrapperDescriptorType, types.MethodWrapperType, types.BuiltinMethodType)
 
 
 class ShortcutError(RuntimeError):
@@ -316,6 +327,41 @@ def check_close(actual: object, expected: object, *, name: str = "output", atol:
                 f"expected {_number_str(_value_at(e, where))}.", hint))
 
 
+def check_answer(answer: object, expected: str | int | float | bool, *, name: str,
+                 hint: str | None = None) -> None:
+    """Check a quiz answer, refusing look-alikes whose comparisons always succeed.
+
+    ``answer`` must be exactly a ``str``, ``int``, ``float`` or ``bool`` (no subclasses, which could
+    override ``==``, ``strip`` or ``lower``). Strings are compared after ``strip().lower()``.
+
+    Args:
+        answer: the learner's answer.
+        expected: the right answer.
+        name: what the answer is called in the exercise, e.g. ``"answer_q1"``.
+        hint: an optional pointer, appended to the message.
+
+    Raises:
+        AssertionError: if the answer has the wrong type or value.
+
+    Example:
+        >>> check_answer(" B", "b", name="answer_q1")
+    """
+    kind = _type(answer)
+    if kind not in (str, int, float, bool):
+        raise AssertionError(_with_hint(
+            f"`{name}` should be a plain str, int, float or bool, but it is a "
+            f"{kind.__module__}.{kind.__qualname__}.",
+            hint))
+    if _type(expected) is str:
+        ok = kind is str and str.lower(str.strip(answer)) == str.lower(str.strip(expected))
+    elif _type(expected) is bool or kind is bool:
+        ok = kind is _type(expected) and answer is expected
+    else:
+        ok = kind in (int, float) and float(answer) == float(expected)
+    if not ok:
+        raise AssertionError(_with_hint(f"`{name}` is not correct.", hint))
+
+
 # --- The shortcut guard -------------------------------------------------------------------------
 
 _ADVICE = {
@@ -333,6 +379,61 @@ _ADVICE = {
     "Linear": "write it as x @ weight.T + bias",
 }
 _GENERIC_ADVICE = "build it from basic tensor operations (matmul, exp, sum, ...)"
+
+
+# The kernels behind built-ins: blocked at dispatch too, so that torch.ops.aten calls are caught.
+_ATEN_KERNELS = {
+    "softmax": ("_softmax", "_safe_softmax"),
+    "Softmax": ("_softmax", "_safe_softmax"),
+    "log_softmax": ("_log_softmax",),
+    "LogSoftmax": ("_log_softmax",),
+    "scaled_dot_product_attention": ("_scaled_dot_product_flash_attention_for_cpu",
+                                     "_scaled_dot_product_flash_attention",
+                                     "_scaled_dot_product_efficient_attention",
+                                     "_scaled_dot_product_cudnn_attention"),
+    "multi_head_attention_forward": ("_native_multi_head_attention",),
+    "MultiheadAttention": ("_native_multi_head_attention",),
+    "layer_norm": ("native_layer_norm",),
+    "LayerNorm": ("native_layer_norm",),
+    "gelu": ("gelu",),
+    "GELU": ("gelu",),
+}
+
+
+def _aten_kernels(dotted_name: str) -> list:
+    """The aten overload packets computing what ``dotted_name`` computes (empty if none is known)."""
+    for part in reversed(dotted_name.split(".")):
+        if part in _ATEN_KERNELS:
+            return [getattr(torch.ops.aten, op) for op in _ATEN_KERNELS[part] if hasattr(torch.ops.aten, op)]
+    return []
+
+
+class _ForbidFunctions(TorchFunctionMode):
+    """Refuse calls of the forbidden torch functions however they are reached (aliases included)."""
+
+    def __init__(self, blocked: dict) -> None:
+        super().__init__()
+        self.blocked = blocked
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        message = self.blocked.get(func) if _isinstance(func, _hashable) else None
+        if message is not None:
+            raise ShortcutError(message)
+        return func(*args, **(kwargs or {}))
+
+
+class _ForbidKernels(TorchDispatchMode):
+    """Refuse the aten kernels of forbidden built-ins, e.g. reached through ``torch.ops.aten``."""
+
+    def __init__(self, blocked: dict) -> None:
+        super().__init__()
+        self.blocked = blocked
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        message = self.blocked.get(func.overloadpacket)
+        if message is not None:
+            raise ShortcutError(message)
+        return func(*args, **(kwargs or {}))
 
 
 def _advice(dotted_name: str) -> str:
@@ -388,9 +489,12 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
 
     Inside the ``with`` block every named callable is replaced by one that raises
     :class:`ShortcutError` with an "implement this yourself" message. The notebook's own aliases of
-    those callables (e.g. after ``from torch.nn.functional import softmax``) are switched off too.
-    Everything is restored when the block ends, also when it ends with an exception. Compute the
-    reference answer *outside* the block. Also usable as a decorator.
+    those callables (e.g. after ``from torch.nn.functional import softmax``) are switched off too,
+    and so are calls that reach a torch function some other way (a default argument, a closure):
+    a ``__torch_function__`` mode refuses the original functions, and a ``__torch_dispatch__`` mode
+    refuses the kernels behind known built-ins (softmax, attention, layer norm, GELU), which also
+    catches ``torch.ops.aten`` calls. Everything is restored when the block ends, also when it ends
+    with an exception. Compute the reference answer *outside* the block. Also usable as a decorator.
 
     Args:
         *dotted_names: full names such as ``"torch.softmax"``, ``"torch.Tensor.softmax"``,
@@ -414,19 +518,30 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
     main_namespace = getattr(sys.modules.get("__main__"), "__dict__", {})
     saved: list[tuple[object, str, object, bool]] = []
     saved_aliases: list[tuple[str, object]] = []
+    blocked_functions: dict = {}
+    blocked_kernels: dict = {}
+    modes = contextlib.ExitStack()
     try:
         for name, owner, attribute in targets:
             own = _isinstance(owner, (type, types.ModuleType)) and attribute in vars(owner)
             original = getattr(owner, attribute)
             blocker = _blocker(name, reason)
             saved.append((owner, attribute, original, own or not _isinstance(owner, type)))
+            if _isinstance(original, _hashable):
+                blocked_functions[original] = blocker.__doc__
+            for kernel in _aten_kernels(name):
+                blocked_kernels[kernel] = blocker.__doc__
             setattr(owner, attribute, blocker)
             for alias, value in list(main_namespace.items()):
                 if value is original and not alias.startswith("__"):
                     saved_aliases.append((alias, value))
                     main_namespace[alias] = blocker
+        modes.enter_context(_ForbidFunctions(blocked_functions))
+        if blocked_kernels:
+            modes.enter_context(_ForbidKernels(blocked_kernels))
         yield
     finally:
+        modes.close()
         for alias, value in reversed(saved_aliases):
             main_namespace[alias] = value
         for owner, attribute, original, set_back in reversed(saved):
@@ -489,11 +604,12 @@ _WATCHED_NAMES = (
 # (Names a learner may innocently reuse for a variable, such as `max`, `sum` or `type`, are left out.)
 _PROTECTED_GLOBALS = (
     "isinstance", "issubclass", "len", "getattr", "AssertionError",
-    "check_close", "check_shape", "check_tensor", "forbid_shortcuts", "untampered", "seeded",
-    "ShortcutError", "torch", "numpy", "np",
+    "check_answer", "check_close", "check_shape", "check_tensor", "forbid_shortcuts", "untampered",
+    "seeded", "ShortcutError", "torch", "numpy", "np",
 )
-_OWN_FUNCTIONS = ("check_close", "check_shape", "check_tensor", "forbid_shortcuts", "untampered",
-                  "seeded", "_require_plain_tensor", "_plain_cpu", "_blocker", "_resolve", "_with_hint")
+_OWN_FUNCTIONS = ("check_answer", "check_close", "check_shape", "check_tensor", "forbid_shortcuts",
+                  "untampered", "seeded", "_require_plain_tensor", "_plain_cpu", "_blocker", "_resolve",
+                  "_with_hint")
 
 
 def _lookup(dotted_name: str) -> object:
@@ -596,11 +712,12 @@ def untampered() -> None:
         if name in main_namespace and main_namespace[name] is not _EXPECTED_GLOBALS[name]:
             problems.append(f"the notebook rebound the name `{name}`")
     if _function_mode_depth is not None and _function_mode_depth() > 0:
-        allowed = (torch.utils._device.DeviceContext,)
-        if not all(_isinstance(mode, allowed) for mode in _function_mode_stack()):
+        allowed = (torch.utils._device.DeviceContext, _ForbidFunctions)
+        if not all(_type(mode) in allowed for mode in _function_mode_stack()):
             problems.append("a __torch_function__ mode is intercepting tensor operations")
     if _dispatch_mode_depth is not None and _dispatch_mode_depth() > 0:
-        problems.append("a __torch_dispatch__ mode is intercepting tensor operations")
+        if not all(_type(mode) is _ForbidKernels for mode in _dispatch_mode_stack()):
+            problems.append("a __torch_dispatch__ mode is intercepting tensor operations")
     if not problems:
         problems = _known_answers()
     if problems:

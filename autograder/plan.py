@@ -1,0 +1,385 @@
+"""What is graded: the instructor's notebooks as a plan, and each learner notebook rebuilt on it.
+
+The grader never runs a submitted notebook as it is. :func:`load_plan` reads the instructor's
+source notebooks (``solutions/<assignment>/``: solutions, visible and hidden tests, points) and
+:func:`assemble` builds the notebook to run from them:
+
+- every test cell, locked cell and task comes from the instructor's copy, hidden tests included,
+  whatever the learner did to it (edited, deleted, moved, changed its type or metadata);
+- only the *source* of solution cells comes from the learner, matched by nbgrader ``grade_id``
+  (or, when a tool dropped the metadata, by the cell id, which the course sets to the grade id);
+  a solution cell whose type was changed, or that is missing, gets the released stub;
+- the learner's own extra cells run too, after the course cell they followed; cells without
+  nbgrader metadata that came with the assignment (the setup cell, imports) keep the learner's edits;
+- points, cell kinds and order come from the instructor's copy only.
+
+Every such repair is reported as a note in the feedback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.nbgrader_config import CODE_STUB, TEXT_STUB
+from autograder.notebooks import NotebookError, read_notebook
+
+TEST, SOLUTION, MANUAL, TASK, LOCKED, FREE = "test", "solution", "manual", "task", "locked", "free"
+HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+SOLUTION_BEGIN, SOLUTION_END = "BEGIN SOLUTION", "END SOLUTION"
+HIDDEN_NOTE = "# Hidden tests ran here; they are not shown in feedback."
+# Learner code that reaches for the grading machinery; such submissions are flagged for review.
+_SUSPICIOUS = {
+    "get_ipython": r"\bget_ipython\b|\bIPython\b|\bipykernel\b",
+    "sys.modules": r"\bsys\s*\.\s*modules\b",
+    "builtins": r"\b__builtins__\b|\bbuiltins\b",
+    "frames or introspection": r"\b_getframe\b|\binspect\b|\bsettrace\b|\bsetprofile\b|\bgc\s*\.",
+    "ctypes": r"\bctypes\b",
+    "importlib": r"\bimportlib\b|\b__import__\b",
+    "process control": r"\bos\s*\.\s*(_exit|fork|kill|system|exec\w*)\b|\bsubprocess\b|\bsignal\b",
+    "sockets": r"\bsocket\b",
+    "the testing helpers": r"\btransformer_core\s*\.\s*testing\b|\buntampered\b|\bforbid_shortcuts\b"
+                           r"|\bcheck_close\s*=|\bcheck_shape\s*=",
+    "torch internals": r"\btorch\s*\.\s*(ops|_C)\b|__torch_function__|__torch_dispatch__",
+    "file access": r"\bopen\s*\(|\bPath\s*\(|\bos\s*\.\s*(listdir|walk|scandir)\b|\bglob\b",
+}
+
+
+class PlanError(Exception):
+    """The instructor's notebooks cannot be graded from (e.g. a duplicate grade id)."""
+
+
+def strip_hidden_region(source: str, begin: str = HIDDEN_BEGIN, end: str = HIDDEN_END,
+                        note: str | None = HIDDEN_NOTE) -> tuple[str, bool]:
+    """Replace each hidden-test region of a cell's source with ``note`` (or drop it, for ``None``).
+
+    Args:
+        source: the cell's source.
+        begin: the marker that opens a region (nbgrader's delimiter).
+        end: the marker that closes it.
+        note: the line left in place of each region, indented like the opening marker.
+
+    Returns:
+        ``(new_source, removed)``; ``removed`` says whether any region was found. A region left
+        open runs to the end of the cell.
+    """
+    kept: list[str] = []
+    inside = removed = False
+    for line in source.split("\n"):
+        if begin in line:
+            inside = removed = True
+            if note is not None:
+                kept.append(line[: len(line) - len(line.lstrip())] + note)
+        elif end in line:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    return "\n".join(kept), removed
+
+
+def hidden_lines(source: str) -> list[str]:
+    """The lines inside the hidden-test regions of ``source``, stripped, that are worth redacting."""
+    lines, inside = [], False
+    for line in source.split("\n"):
+        if HIDDEN_BEGIN in line:
+            inside = True
+        elif HIDDEN_END in line:
+            inside = False
+        elif inside and len(line.strip()) >= 8:
+            lines.append(line.strip())
+    return lines
+
+
+def clear_solution(source: str, cell_type: str) -> str:
+    """The released form of a solution cell: each solution region replaced by the stub."""
+    stub = CODE_STUB if cell_type == "code" else TEXT_STUB
+    kept: list[str] = []
+    inside = replaced = False
+    for line in source.split("\n"):
+        if SOLUTION_BEGIN in line:
+            inside = replaced = True
+            indent = line[: len(line) - len(line.lstrip())]
+            kept += [indent + stub_line for stub_line in stub.split("\n")]
+        elif SOLUTION_END in line:
+            inside = False
+        elif not inside:
+            kept.append(line)
+    return "\n".join(kept) if replaced else stub
+
+
+@dataclass(frozen=True)
+class PlanCell:
+    """One cell of an instructor notebook.
+
+    Attributes:
+        kind: :data:`TEST` (autograded), :data:`SOLUTION`, :data:`MANUAL` (a graded answer a human
+            marks), :data:`TASK`, :data:`LOCKED` (read-only) or :data:`FREE` (no nbgrader role).
+        key: the nbgrader grade id, or the cell id for free cells.
+        cell_type: ``"code"``, ``"markdown"`` or ``"raw"``.
+        source: the instructor's source, solutions and hidden tests included.
+        released: what learners got: solutions replaced by stubs, hidden tests removed.
+        points: what the cell is worth (0 for cells that are not graded).
+    """
+
+    kind: str
+    key: str
+    cell_type: str
+    source: str
+    released: str
+    points: float = 0.0
+
+
+@dataclass
+class NotebookPlan:
+    """One instructor notebook: its name (without ``.ipynb``) and cells, in order."""
+
+    name: str
+    cells: list[PlanCell]
+
+    @property
+    def grade_ids(self) -> set[str]:
+        """The grade ids of the notebook's nbgrader cells."""
+        return {c.key for c in self.cells if c.kind != FREE}
+
+    @property
+    def hidden_lines(self) -> list[str]:
+        """Every line of hidden test code in the notebook, for redacting feedback."""
+        return [line for c in self.cells if c.kind == TEST for line in hidden_lines(c.source)]
+
+
+@dataclass
+class AssignmentPlan:
+    """An assignment: its notebooks and a digest of the instructor's files (for resuming)."""
+
+    name: str
+    notebooks: dict[str, NotebookPlan]
+    digest: str
+
+    @property
+    def grade_ids(self) -> set[str]:
+        """All grade ids of the assignment."""
+        return set().union(*(nb.grade_ids for nb in self.notebooks.values()))
+
+
+def _classify(meta: dict) -> str:
+    if meta.get("task"):
+        return TASK
+    if meta.get("solution"):
+        return MANUAL if meta.get("grade") else SOLUTION
+    if meta.get("grade"):
+        return TEST
+    if meta.get("locked"):
+        return LOCKED
+    return FREE
+
+
+def load_notebook_plan(path: Path, *, visible_only: bool = False) -> NotebookPlan:
+    """Read one instructor notebook into a :class:`NotebookPlan`.
+
+    Args:
+        path: an nbgrader source notebook (solutions and hidden tests included).
+        visible_only: plan with the released test cells (no hidden tests), as a learner's own
+            check does.
+
+    Raises:
+        PlanError: if the notebook cannot be read or repeats a grade id.
+    """
+    try:
+        nb = read_notebook(path)
+    except NotebookError as error:
+        raise PlanError(str(error)) from error
+    cells, seen = [], set()
+    for index, cell in enumerate(nb.cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        kind = _classify(meta)
+        key = str(meta.get("grade_id") or "") if kind != FREE else str(cell.get("id") or f"cell-{index}")
+        if kind != FREE and not key:
+            raise PlanError(f"{path}: cell {index} has nbgrader metadata but no grade_id")
+        if key in seen:
+            raise PlanError(f"{path}: the id {key!r} is used by more than one cell")
+        seen.add(key)
+        source = cell.source
+        if kind in (SOLUTION, MANUAL):
+            released = clear_solution(source, cell.cell_type)
+        else:
+            released = strip_hidden_region(source, note=None)[0]
+        if visible_only and kind == TEST:
+            source = released
+        points = float(meta.get("points") or 0) if kind in (TEST, MANUAL, TASK) else 0.0
+        cells.append(PlanCell(kind, key, cell.cell_type, source, released, points))
+    return NotebookPlan(Path(path).stem, cells)
+
+
+def load_plan(assignment: str, root: Path, *, visible_only: bool = False) -> AssignmentPlan:
+    """Read ``<root>/solutions/<assignment>/*.ipynb`` into an :class:`AssignmentPlan`.
+
+    Raises:
+        PlanError: if the folder holds no notebooks, one cannot be read, or grade ids repeat.
+    """
+    folder = Path(root) / "solutions" / assignment
+    paths = sorted(folder.glob("*.ipynb"))
+    if not paths:
+        raise PlanError(f"no notebooks in {folder}")
+    digest = hashlib.sha256()
+    notebooks = {}
+    for path in paths:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        notebooks[path.stem] = load_notebook_plan(path, visible_only=visible_only)
+    ids = [key for nb in notebooks.values() for key in nb.grade_ids]
+    if len(ids) != len(set(ids)):
+        raise PlanError(f"{folder}: a grade id is used in more than one notebook")
+    return AssignmentPlan(assignment, notebooks, digest.hexdigest())
+
+
+# --- Rebuilding a learner's notebook --------------------------------------------------------------
+
+
+@dataclass
+class RunCell:
+    """One cell of the notebook that is actually run.
+
+    Attributes:
+        kind: the plan's kind, or :data:`FREE` for the learner's own cells.
+        key: the grade id (or cell id) of a course cell; None for the learner's extra cells.
+        cell_type: as in the instructor's copy.
+        source: what runs.
+        shown: what feedback shows (hidden tests replaced by a note).
+        points: what the cell is worth.
+        origin: ``"yours"``, ``"course"`` or ``"released"`` (a stub put back for a missing cell).
+    """
+
+    kind: str
+    key: str | None
+    cell_type: str
+    source: str
+    shown: str
+    points: float
+    origin: str
+
+
+@dataclass
+class Assembly:
+    """A learner notebook rebuilt on the plan.
+
+    Attributes:
+        cells: the cells to run, in order.
+        notes: what was repaired, one sentence each, for the feedback.
+        matched: how many of the plan's nbgrader cells were found in the learner's notebook.
+        learner_code: the code the learner supplied (solution, edited and extra cells).
+    """
+
+    cells: list[RunCell]
+    notes: list[str] = field(default_factory=list)
+    matched: int = 0
+    learner_code: list[str] = field(default_factory=list)
+
+
+def _learner_key(cell: dict, plan: NotebookPlan, solution_keys: set[str]) -> str | None:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    grade_id = meta.get("grade_id")
+    if isinstance(grade_id, str) and grade_id in plan.grade_ids:
+        return grade_id
+    if not meta and cell.get("id") in solution_keys:
+        return cell["id"]
+    return None
+
+
+def assemble(plan: NotebookPlan, learner) -> Assembly:
+    """Rebuild a learner's notebook on the instructor's plan (see the module docstring).
+
+    Args:
+        plan: the instructor's notebook.
+        learner: the learner's notebook (an nbformat ``NotebookNode`` as read from their file).
+
+    Returns:
+        The cells to run, the notes for feedback and how many course cells were found.
+    """
+    by_key = {c.key: c for c in plan.cells}
+    solution_keys = {c.key for c in plan.cells if c.kind in (SOLUTION, MANUAL)}
+    free_by_source = {}
+    for c in plan.cells:
+        if c.kind == FREE:
+            free_by_source.setdefault(c.source, c.key)
+    notes: list[str] = []
+    answers: dict[str, str] = {}
+    edited_free: dict[str, str] = {}
+    extra: dict[str | None, list] = {}
+    seen: set[str] = set()
+    anchor: str | None = None
+    matched = 0
+    for cell in learner.cells:
+        key = _learner_key(cell, plan, solution_keys)
+        if key is None and not cell.get("metadata", {}).get("nbgrader"):
+            candidate = cell.get("id")
+            if candidate not in by_key or by_key[candidate].kind != FREE:
+                candidate = free_by_source.get(cell.get("source"))
+            if candidate is not None and candidate not in seen:
+                seen.add(candidate)
+                anchor = candidate
+                if cell.get("cell_type") == by_key[candidate].cell_type:
+                    edited_free[candidate] = cell.get("source", "")
+                continue
+        if key is not None and key not in seen:
+            seen.add(key)
+            matched += 1
+            anchor = key
+            expected = by_key[key]
+            if expected.kind in (SOLUTION, MANUAL):
+                if cell.get("cell_type") == expected.cell_type:
+                    answers[key] = cell.get("source", "")
+                else:
+                    notes.append(f"Your cell `{key}` was changed from {expected.cell_type} to "
+                                 f"{cell.get('cell_type')}; the blank released cell was graded instead.")
+            elif (cell.get("cell_type") != expected.cell_type
+                  or cell.get("source", "").strip() != expected.released.strip()):
+                notes.append(f"The course cell `{key}` was changed in your notebook; the original was used.")
+            continue
+        if key is not None:
+            notes.append(f"Your notebook has the cell `{key}` more than once; only the first copy counts.")
+            if by_key[key].kind not in (SOLUTION, MANUAL):
+                continue
+        elif cell.get("metadata", {}).get("nbgrader"):
+            notes.append("A cell with nbgrader metadata that does not belong to this assignment was "
+                         "run as your own code.")
+        if cell.get("cell_type") == "code":
+            extra.setdefault(anchor, []).append(cell)
+
+    cells: list[RunCell] = []
+    learner_code: list[str] = []
+
+    def add_extra(after: str | None) -> None:
+        for cell in extra.get(after, []):
+            cells.append(RunCell(FREE, None, "code", cell.source, cell.source, 0.0, "yours"))
+            learner_code.append(cell.source)
+
+    add_extra(None)
+    for c in plan.cells:
+        if c.kind in (SOLUTION, MANUAL):
+            if c.key in answers:
+                answer = answers[c.key]
+                cells.append(RunCell(c.kind, c.key, c.cell_type, answer, answer, c.points, "yours"))
+                learner_code.append(answers[c.key])
+            else:
+                if c.key not in seen:
+                    notes.append(f"Your notebook has no cell `{c.key}`; the blank released cell was graded.")
+                cells.append(RunCell(c.kind, c.key, c.cell_type, c.released, c.released, c.points, "released"))
+        elif c.kind == FREE and c.key in edited_free:
+            source = edited_free[c.key]
+            cells.append(RunCell(FREE, c.key, c.cell_type, source, source, 0.0, "yours"))
+            if source != c.source:
+                learner_code.append(source)
+        else:
+            if c.kind == TEST and c.key not in seen:
+                notes.append(f"The test cell `{c.key}` was missing from your notebook; it was put back and run.")
+            shown = strip_hidden_region(c.source)[0] if c.kind == TEST else c.source
+            cells.append(RunCell(c.kind, c.key, c.cell_type, c.source, shown, c.points, "course"))
+        add_extra(c.key)
+    return Assembly(cells, notes, matched, learner_code)
+
+
+def suspicious(code: list[str]) -> list[str]:
+    """Name what in the learner's code reaches for the grading machinery (for human review)."""
+    text = "\n".join(code)
+    return [name for name, pattern in _SUSPICIOUS.items() if re.search(pattern, text)]

@@ -1,0 +1,344 @@
+"""Running code in a sandboxed kernel and observing, from outside, how each cell ended.
+
+:class:`SandboxedKernel` starts an IPython kernel through :mod:`autograder.sandbox` and talks to it
+over Unix sockets. :meth:`SandboxedKernel.run` sends one cell and returns a :class:`CellOutcome`:
+its status comes from the kernel's ``execute_reply`` (never from printed text), its outputs are
+reduced to text and capped, a cell that outlives its time limit is interrupted (and the kernel
+stopped if it does not respond), and a kernel that dies (``os._exit``, ``exit()``, a crash, the CPU
+limit) raises :class:`KernelStopped` with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from queue import Empty
+
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.kernelspec import KernelSpec as JupyterKernelSpec
+from jupyter_client.manager import AsyncKernelManager
+
+from autograder import sandbox
+from autograder.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, KernelSpec, Limits
+
+# The largest message the grader accepts from a kernel; a bigger one is dropped, not buffered.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+INTERRUPT_GRACE_S = 5.0
+IOPUB_GRACE_S = 5.0
+SHUTDOWN_GRACE_S = 5.0
+# The longest folder for the kernel's sockets (``<folder>/s-<n>`` must fit in a Unix socket address).
+_MAX_SOCKET_DIR = 90
+SANDBOX_SCRIPT = str(Path(sandbox.__file__).resolve())
+_SIGNAL_REASONS = {signal.SIGKILL: "it was killed (SIGKILL)", signal.SIGXCPU: "it used up its CPU time limit",
+                   signal.SIGSEGV: "it crashed (segmentation fault)", signal.SIGABRT: "it aborted",
+                   signal.SIGBUS: "it crashed (bus error)", signal.SIGTERM: "it was terminated"}
+
+
+class KernelStopped(Exception):
+    """The kernel is gone (or was stopped); the message says why, for the learner."""
+
+
+@dataclass
+class CellOutcome:
+    """How one cell ended.
+
+    Attributes:
+        status: ``"ok"``, ``"error"`` (an exception), ``"timeout"`` (interrupted at its time limit),
+            ``"stopped"`` (the kernel died or was stopped during it) or ``"not run"``.
+        reason: for anything but ``"ok"``, one line saying why, e.g. ``"AssertionError: ..."``.
+        outputs: ``{"kind": "stdout"|"stderr"|"result"|"error", "text": ...}`` in order, capped.
+        seconds: wall time of the cell.
+    """
+
+    status: str
+    reason: str = ""
+    outputs: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Whether the cell ran to the end without an exception."""
+        return self.status == "ok"
+
+    def to_dict(self) -> dict:
+        """A JSON-ready copy."""
+        return asdict(self)
+
+
+def clean_text(text: object) -> str:
+    """``text`` as a string that can be written as UTF-8 (lone surrogates become U+FFFD)."""
+    return str(text).encode("utf-8", "replace").decode("utf-8")
+
+
+class _Collector:
+    """The outputs of one execution, reduced to text and capped at ``limit`` characters."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.outputs: list[dict] = []
+        self.truncated = False
+        self.done = asyncio.Event()
+
+    def add(self, kind: str, text: str) -> None:
+        text = clean_text(text)
+        if self.truncated or not text:
+            return
+        room = self.limit - self.used
+        if len(text) > room:
+            text = text[:room] + f"\n[output truncated: more than {self.limit:,} characters]\n"
+            self.truncated = True
+        self.used += len(text)
+        last = self.outputs[-1] if self.outputs else None
+        if last is not None and last["kind"] == kind and kind in ("stdout", "stderr"):
+            last["text"] += text
+        else:
+            self.outputs.append({"kind": kind, "text": text})
+
+    def message(self, msg: dict) -> None:
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            self.add("stderr" if content.get("name") == "stderr" else "stdout", content.get("text", ""))
+        elif kind in ("execute_result", "display_data"):
+            data = content.get("data", {})
+            shown = data.get("text/plain") or "[" + ", ".join(sorted(data)) + " output]"
+            self.add("result", str(shown) + "\n")
+        elif kind == "error":
+            traceback = "\n".join(content.get("traceback") or [])
+            self.add("error", traceback or f"{content.get('ename')}: {content.get('evalue')}")
+        elif kind == "clear_output":
+            self.outputs.clear()
+        elif kind == "status" and content.get("execution_state") == "idle":
+            self.done.set()
+
+
+class LimitedKernelClient(AsyncKernelClient):
+    """A kernel client whose sockets refuse messages larger than :data:`MAX_MESSAGE_BYTES`."""
+
+    def _create_connected_socket(self, channel: str, identity: bytes | None = None) -> zmq.Socket:
+        from jupyter_client.connect import channel_socket_types
+
+        sock = self.context.socket(channel_socket_types[channel])
+        sock.linger = 1000
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        if identity:
+            sock.identity = identity
+        sock.connect(self._make_url(channel))
+        return sock
+
+
+class SandboxedKernel:
+    """One kernel in its sandbox, for one notebook of one submission.
+
+    Args:
+        workdir: a fresh folder of the grader's for this kernel (connection file, sockets, log).
+        limits: the resource limits.
+        slot: the job slot (0 .. jobs-1), which picks the kernel's user id.
+    """
+
+    def __init__(self, workdir: Path, limits: Limits, slot: int) -> None:
+        self.workdir = Path(workdir)
+        self.limits = limits
+        self.isolated = sandbox.can_isolate()
+        self.slot = slot
+        self.km: AsyncKernelManager | None = None
+        self.kc: LimitedKernelClient | None = None
+        self._collectors: dict[str, _Collector] = {}
+        self._reader: asyncio.Task | None = None
+        self._log = None
+        self._own_shared: Path | None = None
+
+    # --- life cycle ---
+
+    async def start(self) -> None:
+        """Start the kernel and wait until it answers.
+
+        Raises:
+            KernelStopped: if it does not start, with the end of its log.
+        """
+        shared = self.workdir / "k"
+        if len(str(shared)) > _MAX_SOCKET_DIR:  # Unix socket paths are limited to about 100 bytes
+            shared = Path(tempfile.mkdtemp(prefix="autograder-k-", dir="/tmp" if os.path.isdir("/tmp") else None))
+            self._own_shared = shared
+        shared.mkdir(parents=True, exist_ok=True)
+        learner_dir = self.workdir / "learner"
+        (learner_dir / "tmp").mkdir(parents=True)
+        new_root = self.workdir / "root"
+        new_root.mkdir()
+        spec = KernelSpec(
+            argv=[sys.executable, "-c", KERNEL_BOOTSTRAP, *KERNEL_ARGUMENTS, "-f"],
+            env=sandbox.kernel_environment(shared, isolate=self.isolated, workdir=learner_dir),
+            limits=asdict(self.limits), isolate=self.isolated, uid=sandbox.kernel_uid(self.slot),
+            workdir=str(learner_dir), shared=str(shared), new_root=str(new_root),
+            read_only=sandbox.readable_roots() if self.isolated else [])
+        spec_path = self.workdir / "sandbox.json"
+        spec_path.write_text(json.dumps(asdict(spec)), encoding="utf-8")
+        self.km = AsyncKernelManager(transport="ipc", ip=str(shared / "s"),
+                                     connection_file=str(shared / "kernel.json"))
+        self.km.client_class = f"{__name__}.LimitedKernelClient"
+        self.km._kernel_spec = JupyterKernelSpec(
+            argv=[sys.executable, SANDBOX_SCRIPT, str(spec_path), "{connection_file}"],
+            display_name="sandboxed Python", language="python", interrupt_mode="signal")
+        self._log = open(self.workdir / "kernel.log", "wb")
+        try:
+            await self.km.start_kernel(stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
+                                       cwd=str(self.workdir))
+            self.kc = self.km.client()
+            self.kc.start_channels()
+            await self.kc.wait_for_ready(timeout=self.limits.startup_timeout)
+        except (RuntimeError, TimeoutError, OSError) as error:
+            log = self.log_tail()
+            await self.stop()
+            raise KernelStopped(f"the kernel did not start ({error})" + (f": {log}" if log else "")) from None
+        self._reader = asyncio.ensure_future(self._read_iopub())
+
+    async def stop(self) -> None:
+        """Stop the kernel and everything in its sandbox; safe to call more than once."""
+        if self._reader is not None:
+            self._reader.cancel()
+            self._reader = None
+        if self.kc is not None:
+            self.kc.stop_channels()
+            self.kc = None
+        if self.km is not None:
+            km, self.km = self.km, None
+            try:
+                if km.has_kernel:
+                    await asyncio.wait_for(km.shutdown_kernel(now=True), SHUTDOWN_GRACE_S)
+            except (RuntimeError, OSError, asyncio.TimeoutError):
+                process = getattr(km.provisioner, "process", None)
+                if process is not None and process.poll() is None:
+                    process.kill()
+            await km.cleanup_resources()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._own_shared is not None:
+            shutil.rmtree(self._own_shared, ignore_errors=True)
+            self._own_shared = None
+
+    def log_tail(self, limit: int = 400) -> str:
+        """The end of the kernel's own log (sandbox and ipykernel messages), on one line."""
+        try:
+            text = (self.workdir / "kernel.log").read_bytes()[-limit:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return " ".join(text.split())
+
+    def exit_reason(self) -> str:
+        """Why the kernel is no longer running, in words for the learner."""
+        process = getattr(getattr(self.km, "provisioner", None), "process", None)
+        code = process.poll() if process is not None else None
+        if code is None:
+            return "the kernel stopped responding"
+        if code < 0 or code > 128:
+            number = -code if code < 0 else code - 128
+            try:
+                why = _SIGNAL_REASONS.get(signal.Signals(number), f"it got signal {signal.Signals(number).name}")
+            except ValueError:
+                why = f"it exited with status {code}"
+            return f"the kernel stopped: {why}"
+        return (f"the kernel exited (status {code}): the code called exit(), sys.exit() in a thread, "
+                "os._exit() or similar")
+
+    # --- running code ---
+
+    async def _read_iopub(self) -> None:
+        while self.kc is not None:
+            try:
+                msg = await self.kc.iopub_channel.get_msg()
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError, zmq.ZMQError):
+                continue  # a malformed or oversized message: drop it
+            collector = self._collectors.get(msg.get("parent_header", {}).get("msg_id"))
+            if collector is not None:
+                collector.message(msg)
+
+    async def _alive(self) -> bool:
+        return self.km is not None and await self.km.is_alive()
+
+    async def _reply(self, msg_id: str, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise asyncio.TimeoutError
+            try:
+                msg = await self.kc.shell_channel.get_msg(timeout=min(1.0, remaining))
+            except Empty:
+                if not await self._alive():
+                    raise KernelStopped(self.exit_reason()) from None
+                continue
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError, zmq.ZMQError):
+                continue
+            if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                return msg
+
+    async def run(self, code: str, timeout: float, *, silent: bool = False) -> CellOutcome:
+        """Run ``code`` and report how it ended.
+
+        Args:
+            code: the cell's source.
+            timeout: seconds it may take; then the kernel is interrupted.
+            silent: run without recording history or outputs (for the grader's own checks).
+
+        Raises:
+            KernelStopped: if the kernel died, or had to be stopped because an interrupt did not
+                end the cell; the kernel is unusable afterwards.
+        """
+        if self.kc is None:
+            raise KernelStopped("the kernel is not running")
+        start = time.monotonic()
+        msg_id = self.kc.execute(code, silent=silent, store_history=not silent, allow_stdin=False,
+                                 stop_on_error=False)
+        collector = self._collectors[msg_id] = _Collector(self.limits.output_chars)
+        try:
+            try:
+                reply = await self._reply(msg_id, timeout)
+                status, reason = _status_of(reply)
+            except asyncio.TimeoutError:
+                await self.km.interrupt_kernel()
+                try:
+                    await self._reply(msg_id, INTERRUPT_GRACE_S)
+                except asyncio.TimeoutError:
+                    await self.stop()
+                    raise KernelStopped(f"the cell ran longer than {timeout:g} s and did not stop when "
+                                        "interrupted, so the kernel was stopped") from None
+                status, reason = "timeout", f"the cell ran longer than {timeout:g} s and was interrupted"
+            try:
+                await asyncio.wait_for(collector.done.wait(), IOPUB_GRACE_S)
+            except asyncio.TimeoutError:
+                collector.add("stderr", "[some output may be missing: the kernel sent too much, or too "
+                                        "large a message]\n")
+        finally:
+            self._collectors.pop(msg_id, None)
+        return CellOutcome(status, reason, collector.outputs, time.monotonic() - start)
+
+    async def sweep(self) -> None:
+        """Kill every process in the sandbox except the kernel (isolated kernels only)."""
+        if self.isolated and self.km is not None:
+            pgid = getattr(self.km.provisioner, "pgid", None)
+            if pgid:
+                try:
+                    os.killpg(pgid, signal.SIGUSR1)
+                except ProcessLookupError:
+                    return
+
+
+def _status_of(reply: dict) -> tuple[str, str]:
+    content = reply.get("content", {})
+    status = content.get("status")
+    if status == "ok":
+        return "ok", ""
+    if status == "error":
+        return "error", clean_text(f"{content.get('ename', 'Error')}: {content.get('evalue', '')}")
+    return "error", f"the kernel answered {status!r}"

@@ -1,0 +1,382 @@
+"""The sandbox every learner's kernel runs in: resource limits and, on Linux as root, isolation.
+
+The grader starts each kernel through ``python -m autograder.sandbox SPEC CONNECTION_FILE``, where
+SPEC is a JSON :class:`KernelSpec`. That launcher applies the limits and then runs ipykernel.
+
+With **full isolation** (Linux, run as root: a course server or a container) the launcher
+
+1. creates new mount, network, PID, IPC and UTS namespaces, so the kernel has no network (not even
+   loopback; it talks to the grader over Unix sockets) and sees only its own processes;
+2. builds a fresh root file system: a size-limited tmpfs holding read-only bind mounts of the
+   system folders, the Python installation, the site-packages and the course library, plus a
+   writable, empty ``/home/learner`` (the working folder, also ``HOME``) and ``/tmp`` -- the
+   repository, ``solutions/``, the gradebook, the output folder, the submissions and every other
+   path of the host are simply absent;
+3. runs as PID 1 of the new PID namespace a tiny init that reaps orphans, forwards interrupts, kills
+   every process but the kernel when the grader asks (``SIGUSR1``, after each cell), and takes all
+   of them down when the kernel ends or the grader goes away;
+4. starts the kernel under an unprivileged user id of its own (one per concurrent job, so a fork
+   bomb exhausts only its own process limit), with ``no_new_privs``, a minimal environment and the
+   rlimits: address space, processes, file size, CPU time, open files, no core dumps.
+
+Elsewhere (macOS, or Linux without root) only the rlimits, a fresh working folder and a minimal
+environment apply; :func:`isolation_warnings` says what is missing, and the grader prints it at
+start-up. The kernel also imports :mod:`transformer_core.testing` before any learner code runs, so
+the comparison functions it captures are the genuine ones.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+LEARNER_HOME = "/home/learner"
+# Unprivileged user ids for kernels: one per concurrent job, offset by the grader's PID so that two
+# grading runs on one machine do not share process limits.
+UID_BASE = 2_000_000
+# What the kernel runs: the comparison helpers are imported (and their originals captured) before
+# the kernel accepts any learner code.
+KERNEL_BOOTSTRAP = (
+    "import transformer_core.testing\n"
+    "from ipykernel import kernelapp\n"
+    "kernelapp.launch_new_instance()\n"
+)
+KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+_SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+                   "/sys/devices/system/cpu")
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+# Linux constants (include/uapi/linux/sched.h, mount.h, prctl.h).
+_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_MNT_DETACH = 2
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "ppc64le": 203, "s390x": 217}
+
+
+@dataclass
+class Limits:
+    """What one submission may use.
+
+    Attributes:
+        cell_timeout: wall seconds one cell may run; then the kernel is interrupted (and stopped if
+            it does not respond), the cell fails and grading goes on.
+        notebook_timeout: wall seconds for the whole notebook; cells after it are not run.
+        memory_mb: address space of the kernel process, in MiB (``RLIMIT_AS``).
+        processes: processes and threads the kernel's user may have (``RLIMIT_NPROC``); enforced
+            per kernel only with full isolation.
+        file_mb: largest file the kernel may write, in MiB (``RLIMIT_FSIZE``); with full isolation
+            all its files together live in a tmpfs of ``disk_mb``.
+        disk_mb: size of the kernel's private file system (full isolation only).
+        output_chars: characters of output kept per cell for feedback; the rest is dropped.
+        startup_timeout: seconds the kernel may take to start.
+    """
+
+    cell_timeout: float = 120.0
+    notebook_timeout: float = 600.0
+    memory_mb: int = 4096
+    processes: int = 64
+    file_mb: int = 64
+    disk_mb: int = 256
+    output_chars: int = 20_000
+    startup_timeout: float = 120.0
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming the first limit that is not positive."""
+        for name, value in asdict(self).items():
+            if value <= 0:
+                raise ValueError(f"the limit {name} must be positive, got {value}")
+
+
+@dataclass
+class KernelSpec:
+    """Everything the launcher needs, written as JSON by the grader.
+
+    Attributes:
+        argv: the kernel command, without the connection file (appended by the launcher).
+        env: the kernel's whole environment.
+        limits: the :class:`Limits` as a dict.
+        isolate: use namespaces (requires Linux and root).
+        uid: the unprivileged user id the kernel runs as (with ``isolate``).
+        workdir: the kernel's working folder without ``isolate``.
+        read_only: host folders bound read-only into the sandbox (with ``isolate``).
+        shared: the host folder holding the connection file and the kernel's Unix sockets, bound
+            read-write at the same path (with ``isolate``).
+        new_root: an empty host folder used as the mount point of the sandbox's root.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    limits: dict
+    isolate: bool
+    uid: int
+    workdir: str
+    shared: str
+    new_root: str
+    read_only: list[str] = field(default_factory=list)
+
+
+# --- What this platform can enforce ---------------------------------------------------------------
+
+
+def can_isolate() -> bool:
+    """Whether kernels get full isolation here: Linux, root, a known architecture, namespaces."""
+    if sys.platform != "linux" or os.geteuid() != 0 or os.uname().machine not in _SYS_PIVOT_ROOT:
+        return False
+    return all(Path(f"/proc/self/ns/{name}").exists() for name in ("mnt", "net", "pid", "ipc"))
+
+
+def isolation_warnings() -> list[str]:
+    """What the sandbox cannot enforce on this machine, one sentence each; empty with full isolation."""
+    if can_isolate():
+        return []
+    why = ("this is not Linux" if sys.platform != "linux" else
+           "the grader is not running as root" if os.geteuid() != 0 else
+           "Linux namespaces or pivot_root are not available")
+    warnings = [
+        f"full isolation is off because {why}: learner code can read any file this user can read "
+        "(including solutions/, the submissions and the output folder) and can reach the network",
+        "the process limit is not enforced per kernel (it would count all of this user's processes)",
+        "background processes a learner starts are not stopped after each cell",
+    ]
+    if sys.platform != "linux":
+        warnings.append("the memory limit (RLIMIT_AS) may not be enforced by this operating system")
+    return warnings
+
+
+def readable_roots() -> list[str]:
+    """The host folders a sandboxed kernel needs, read-only: system, Python, packages, the library."""
+    import site
+
+    import transformer_core
+
+    candidates = [*_SYSTEM_FOLDERS, sys.base_prefix, sys.prefix, sys.exec_prefix,
+                  *site.getsitepackages(), str(Path(transformer_core.__file__).resolve().parent)]
+    roots: list[str] = []
+    for path in candidates:
+        path = os.path.realpath(path) if not os.path.islink(path) else path
+        if os.path.lexists(path) and path not in roots:
+            roots.append(path)
+    return roots
+
+
+def kernel_environment(shared: Path, *, isolate: bool, workdir: Path) -> dict[str, str]:
+    """The complete environment of a kernel: nothing of the grader's environment leaks through."""
+    home = LEARNER_HOME if isolate else str(workdir)
+    env = {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+        "HOME": home,
+        "TMPDIR": "/tmp" if isolate else str(workdir / "tmp"),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": f"{home}/.config/matplotlib",
+        "JUPYTER_RUNTIME_DIR": str(shared),
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        "TQDM_DISABLE": "1",
+    }
+    if sys.platform == "darwin":
+        env["OBJC_DISABLE_INITIALIZE_FORK_SAFETY"] = "YES"
+    return env
+
+
+def kernel_uid(slot: int) -> int:
+    """The user id of the kernel in job slot ``slot`` of this grading process."""
+    return UID_BASE + (os.getpid() % 10_000) * 1000 + slot % 1000
+
+
+# --- The launcher ---------------------------------------------------------------------------------
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"{what}: {os.strerror(error)}")
+
+
+def _mount(libc, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None):
+    encode = lambda text: None if text is None else text.encode()  # noqa: E731
+    _check(libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags),
+                      encode(data)), f"mount {source or fstype} on {target}")
+
+
+def _set_limits(limits: Limits, *, per_kernel_processes: bool) -> None:
+    mib = 1024 * 1024
+    settings = [(resource.RLIMIT_AS, limits.memory_mb * mib),
+                (resource.RLIMIT_FSIZE, limits.file_mb * mib),
+                (resource.RLIMIT_CPU, int(limits.notebook_timeout) + 60),
+                (resource.RLIMIT_CORE, 0),
+                (resource.RLIMIT_NOFILE, 1024)]
+    if per_kernel_processes:
+        settings.append((resource.RLIMIT_NPROC, limits.processes))
+    for kind, value in settings:
+        try:
+            _, hard = resource.getrlimit(kind)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(kind, (value, value))
+        except (ValueError, OSError):  # a platform that refuses one limit still gets the others
+            continue
+
+
+def _bind(libc, new_root: str, path: str, *, writable: bool = False) -> None:
+    target = new_root + path
+    if os.path.islink(path):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.lexists(target):
+            os.symlink(os.readlink(path), target)
+        return
+    if os.path.isdir(path):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        Path(target).touch()
+    _mount(libc, path, target, None, _MS_BIND | _MS_REC)
+    flags = _MS_BIND | _MS_REMOUNT | _MS_NOSUID | (0 if writable else _MS_RDONLY)
+    if path.startswith("/dev/"):
+        _mount(libc, None, target, None, flags)
+    else:
+        _mount(libc, None, target, None, flags | _MS_NODEV)
+
+
+def _build_root(libc, spec: KernelSpec, limits: Limits) -> None:
+    """In a fresh mount namespace: assemble the sandbox's file system and pivot into it."""
+    root = spec.new_root
+    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE)
+    _mount(libc, "tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={limits.disk_mb}m,mode=0755")
+    for path in spec.read_only:
+        _bind(libc, root, path)
+    for device in _DEVICES:
+        if os.path.exists(device):
+            _bind(libc, root, device, writable=True)
+    _bind(libc, root, spec.shared, writable=True)
+    for path in (spec.shared, *(str(p) for p in Path(spec.shared).iterdir())):
+        os.chown(path, spec.uid, spec.uid)
+    for folder in (LEARNER_HOME, "/tmp", "/proc", "/dev/shm"):
+        os.makedirs(root + folder, exist_ok=True)
+    for folder in (LEARNER_HOME, "/tmp", "/dev/shm"):
+        os.chown(root + folder, spec.uid, spec.uid)
+        os.chmod(root + folder, 0o1777 if folder != LEARNER_HOME else 0o700)
+    os.chdir(root)
+    _check(libc.syscall(_SYS_PIVOT_ROOT[os.uname().machine], b".", b"."), "pivot_root")
+    _check(libc.umount2(b".", _MNT_DETACH), "detach the host file system")
+    os.chdir("/")
+    _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+def _become_learner(uid: int) -> None:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def _sweep(kernel_pid: int) -> None:
+    """Kill every process of the sandbox except PID 1 (this init) and the kernel."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, kernel_pid):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+
+
+def _init(spec: KernelSpec, connection_file: str) -> None:
+    """PID 1 of the sandbox: build it, start the kernel, reap, forward signals; never returns."""
+    libc = _libc()
+    limits = Limits(**spec.limits)
+    status = 1
+    try:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _build_root(libc, spec, limits)
+        kernel = os.fork()
+        if kernel == 0:
+            try:
+                os.setsid()
+                os.chdir(LEARNER_HOME)
+                _set_limits(limits, per_kernel_processes=True)
+                _become_learner(spec.uid)
+                libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+                os.execve(spec.argv[0], [*spec.argv, connection_file], spec.env)
+            finally:
+                os._exit(127)
+        signal.signal(signal.SIGINT, lambda *_: os.kill(kernel, signal.SIGINT))
+        signal.signal(signal.SIGTERM, lambda *_: os.kill(kernel, signal.SIGKILL))
+        signal.signal(signal.SIGUSR1, lambda *_: _sweep(kernel))
+        while True:
+            try:
+                pid, wait_status = os.wait()
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break
+            if pid == kernel:
+                status = os.waitstatus_to_exitcode(wait_status)
+                status = 128 - status if status < 0 else status
+                break
+    except BaseException as error:  # report why the sandbox could not be built, then fail
+        print(f"autograder sandbox: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
+    finally:
+        os._exit(status)
+
+
+def launch(spec: KernelSpec, connection_file: str) -> None:
+    """Run the kernel described by ``spec`` under its limits; never returns."""
+    limits = Limits(**spec.limits)
+    if sys.platform == "linux":  # die with the grader, even if it is killed
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if not spec.isolate:
+        os.chdir(spec.workdir)
+        _set_limits(limits, per_kernel_processes=False)
+        os.execve(spec.argv[0], [*spec.argv, connection_file], spec.env)
+    libc = _libc()
+    _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWUTS),
+           "unshare")
+    init = os.fork()
+    if init == 0:
+        _init(spec, connection_file)
+    # The grader signals this launcher's process group; the init, in the same group, gets the
+    # interrupts and sweeps directly, so the launcher ignores them and only forwards a stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(init, signal.SIGKILL))
+    while True:
+        try:
+            _, wait_status = os.waitpid(init, 0)
+            break
+        except InterruptedError:
+            continue
+    code = os.waitstatus_to_exitcode(wait_status)
+    os._exit(128 - code if code < 0 else code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m autograder.sandbox SPEC.json CONNECTION_FILE``: the kernel command the grader uses."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m autograder.sandbox SPEC.json CONNECTION_FILE", file=sys.stderr)
+        sys.exit(2)
+    spec = KernelSpec(**json.loads(Path(args[0]).read_text(encoding="utf-8")))
+    launch(spec, args[1])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,492 @@
+"""Grading on the fixture course: faults, attacks, isolation, integrity and concurrency.
+
+One module-scoped batch (two jobs) grades every submission below at once; each test then checks
+that its submission got the grade it deserves and no more, and the shared checks confirm that the
+batch finished and every other submission's grade is unaffected. A serial run of a subset must give
+exactly the same grades. The batch runs once per session, shared by all xdist workers.
+"""
+
+import csv
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import run_once
+
+from autograder.__main__ import main
+from autograder.course import generate
+from autograder.grading import grade, validate
+from autograder.sandbox import Limits, can_isolate, isolation_warnings
+
+FIXTURE = Path(__file__).parent / "fixtures" / "course"
+ASSIGNMENT, OTHER = "00-fixture", "01-other"
+NOTEBOOK = "fixture.ipynb"
+LIMITS = ["--timeout", "10", "--notebook-timeout", "90", "--memory", "2048"]
+pytestmark = pytest.mark.slow
+
+GOOD_SOFTMAX = ("def softmax(x):\n    shifted = x - x.max(dim=-1, keepdim=True).values\n"
+                "    e = torch.exp(shifted)\n    return e / e.sum(dim=-1, keepdim=True)")
+WRONG_SOFTMAX = "def softmax(x):\n    return x / x.sum(dim=-1, keepdim=True)"
+GOOD_SCALE = "def scale(scores, d_k):\n    return scores / d_k ** 0.5"
+FULL = {"fixture:test_softmax": "2", "fixture:test_scale": "1"}
+SCALE_ONLY = {"fixture:test_softmax": "0", "fixture:test_scale": "1"}
+SOFTMAX_ONLY = {"fixture:test_softmax": "2", "fixture:test_scale": "0"}
+NOTHING = {"fixture:test_softmax": "0", "fixture:test_scale": "0"}
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def edited(path: Path, sources: dict[str, str] | None = None, change=None) -> str:
+    """The notebook at ``path`` with some cells' sources replaced (by grade id) and other edits."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id") or cell.get("id")
+        if sources and grade_id in sources:
+            cell["source"] = sources[grade_id]
+        if change:
+            change(grade_id, cell)
+    if change:
+        change(None, nb)
+    return json.dumps(nb)
+
+
+class Listener:
+    """A TCP server on localhost that records whether anyone connected (to prove there is no network)."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            connection.close()
+
+
+def build_submissions(course: Path, subs: Path, out: Path, port: int) -> None:
+    """Write every fixture submission: the honest ones, the careless ones and the hostile ones."""
+    solution = course / "solutions" / ASSIGNMENT / NOTEBOOK
+    blank = course / "exercises" / ASSIGNMENT / NOTEBOOK
+    other = course / "solutions" / OTHER / "other.ipynb"
+
+    def put(student: str, text: str | bytes, *, layout: str = "flat") -> None:
+        path = {"flat": subs / f"{student}.ipynb", "student": subs / student / NOTEBOOK,
+                "assignment": subs / student / ASSIGNMENT / NOTEBOOK}[layout]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+
+    def with_softmax(softmax: str, scale: str = GOOD_SCALE) -> str:
+        return edited(solution, {"softmax": softmax, "scale": scale})
+
+    put("alice", solution.read_text(encoding="utf-8"), layout="assignment")
+    put("bob", blank.read_text(encoding="utf-8"), layout="student")
+    put("carol", '{"cells": [')                                                           # corrupt JSON
+    def drop_test_softmax(gid, cell):
+        if gid is None:
+            cell["cells"] = [c for c in cell["cells"] if c.get("id") != "test_softmax"]
+    put("dave", edited(solution, change=drop_test_softmax))                               # deleted test
+    put("erin", with_softmax("def softmax(x):\n    return torch.softmax(x, dim=-1)"))      # built-in
+    put("frank", b"\x89PNG\r\n\x1a\n\x00\x00binary")                                        # not a notebook
+    put("gina", '{"hello": "world"}')                                                      # JSON, not a notebook
+    put("hank", other.read_text(encoding="utf-8"), layout="assignment")                   # wrong assignment
+    put("ivan", solution.read_text(encoding="utf-8").replace("values", "valüs").encode("latin-1"))  # not UTF-8
+    (subs / "judy" / ASSIGNMENT).mkdir(parents=True)
+    (subs / "judy" / ASSIGNMENT / "report.pdf").write_bytes(b"%PDF-1.4")                  # no notebook at all
+    put("edit_tests", edited(solution, {"softmax": WRONG_SOFTMAX, "test_softmax": "pass",
+                                        "test_scale": 'print("all tests passed")'}))
+
+    def retype(gid, cell):
+        if gid in ("test_softmax", "test_scale"):
+            cell["cell_type"] = "markdown" if gid == "test_softmax" else "raw"
+            cell.pop("outputs", None)
+            cell.pop("execution_count", None)
+    put("retype", edited(solution, {"softmax": WRONG_SOFTMAX}, retype))
+
+    def rewrite_metadata(gid, cell):
+        if gid == "test_softmax":
+            cell["metadata"]["nbgrader"].update(solution=True, grade=False, locked=False)
+            cell["source"] = "pass"
+        if gid == "test_scale":
+            cell["metadata"]["nbgrader"]["points"] = 100
+    put("metadata", edited(solution, {"softmax": WRONG_SOFTMAX}, rewrite_metadata))
+    put("monkeypatch", with_softmax(
+        WRONG_SOFTMAX + "\nimport numpy, transformer_core.testing as t\n"
+        "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
+        "numpy.allclose = lambda *a, **k: True\nt.check_close = lambda *a, **k: None\n"
+        "check_close = lambda *a, **k: None\nuntampered = lambda: None\n"))
+    put("early_patch", edited(solution, {"softmax": WRONG_SOFTMAX, "co-70bbb313fe": (
+        "import torch\n_gt = torch.gt\n"
+        "torch.gt = lambda a, b: _gt(a, b) if a.numel() < 4 else torch.zeros_like(a, dtype=torch.bool)\n"
+        "import importlib, transformer_core.testing\n"
+        "try:\n    importlib.reload(transformer_core.testing)\nexcept ImportError:\n    pass\n"
+        "from transformer_core.testing import check_close, forbid_shortcuts, seeded, untampered")}))
+    put("rigged", with_softmax(
+        "class Rigged(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
+        "    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        return True\n\ndef softmax(x):\n    return torch.zeros_like(x).as_subclass(Rigged)"))
+    put("alias", with_softmax("def softmax(x, _f=torch.softmax):\n    return _f(x, dim=-1)"))
+    put("aten", with_softmax("def softmax(x):\n    return torch.ops.aten._softmax(x, -1, False)"))
+    put("snoop", with_softmax(
+        "import glob, json, os, socket\n"
+        f"SOLUTION = {str(solution)!r}\nRESULTS = {str(out / 'results')!r}\nPEERS = {str(subs)!r}\n"
+        "print('solutions visible:', os.path.exists(SOLUTION), '| peers visible:', os.path.exists(PEERS))\n"
+        "try:\n    cells = json.load(open(SOLUTION))['cells']\n"
+        "    exec(''.join(next(c['source'] for c in cells if c.get('id') == 'softmax')))\n"
+        "except OSError:\n    " + WRONG_SOFTMAX.replace("\n", "\n    ") + "\n"
+        "for target in glob.glob(RESULTS + '/*/*.json') + [RESULTS + '/alice/00-fixture.json']:\n"
+        "    try:\n        open(target, 'w').write('{}')\n    except OSError:\n        pass\n"
+        "try:\n    socket.create_connection(('127.0.0.1', " + str(port) + "), timeout=2).close()\n"
+        "    print('network: reached the grader machine')\nexcept OSError as error:\n"
+        "    print('network:', type(error).__name__)"))
+    put("os_exit", with_softmax(GOOD_SOFTMAX, "def scale(scores, d_k):\n    import os\n    os._exit(0)"))
+    put("sys_exit", with_softmax(GOOD_SOFTMAX + "\nimport sys\nsys.exit(1)"))
+    put("fake_pass", with_softmax(
+        WRONG_SOFTMAX + "\nprint('Part A: visible tests passed.')\n"
+        "get_ipython().showtraceback = lambda *a, **k: print('All tests passed!')\n"))
+    put("loop", with_softmax("def softmax(x):\n    while True:\n        pass"))
+    put("stubborn", with_softmax(GOOD_SOFTMAX, "def scale(scores, d_k):\n    import signal\n"
+                                 "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                 "    while True:\n        pass"))
+    put("memory_bomb", with_softmax("def softmax(x):\n    hog = []\n    while True:\n"
+                                    "        hog.append(bytearray(64 * 2 ** 20))"))
+    put("fork_bomb", with_softmax("def softmax(x):\n    import os\n    while True:\n        os.fork()"))
+    put("huge_output", with_softmax(GOOD_SOFTMAX + "\nprint('x' * 20_000_000)\nfor i in range(20_000):\n"
+                                    "    print(i)"))
+    put("odd_text", with_softmax(GOOD_SOFTMAX + "\nimport os\nprint('\\udcff caf\\xe9 \\u2603')\n"
+                                 "os.write(1, b'\\xff\\xfe raw bytes\\n')"))
+    put("noisy", with_softmax("import sys, warnings\n" + GOOD_SOFTMAX.replace(
+        "def softmax(x):\n", "def softmax(x):\n    warnings.warn('harmless', UserWarning)\n"
+        "    print('10%|#         | 1/10', file=sys.stderr)\n")))
+    put("leak", with_softmax(
+        "import linecache, sys\n" + GOOD_SOFTMAX.replace(
+            "def softmax(x):\n", "def softmax(x):\n    caller = sys._getframe(1).f_code.co_filename\n"
+            "    print(''.join(linecache.getlines(caller)))\n")))
+    other_dir = subs / "olive" / OTHER
+    other_dir.mkdir(parents=True)
+    shutil.copy(other, other_dir / "other.ipynb")
+    rigged_answer = edited(other, {"answer": (
+        "class Always(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
+        "    def strip(self):\n        return self\n    def lower(self):\n        return self\n"
+        "answer = Always('z')")})
+    (subs / "pat" / OTHER).mkdir(parents=True)
+    (subs / "pat" / OTHER / "other.ipynb").write_text(rigged_answer, encoding="utf-8")
+
+
+def make_course(folder: Path) -> str:
+    shutil.copytree(FIXTURE, folder, dirs_exist_ok=True)
+    generate(root=folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Path:
+    return Path(run_once(tmp_path_factory, "course", make_course))
+
+
+@pytest.fixture(scope="module")
+def batch(course, tmp_path_factory):
+    """Grade every submission with two jobs, through the command line, once per session."""
+
+    def run(folder: Path) -> dict:
+        subs, out = folder / "submissions", folder / "out"
+        subs.mkdir()
+        listener = Listener()
+        build_submissions(course, subs, out, listener.port)
+        before = {"course": digest(course), "submissions": digest(subs)}
+        status = main(["--root", str(course), "grade", str(subs), "--assignment", "all", "--out", str(out),
+                       "--jobs", "2", "--no-progress", *LIMITS])
+        with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        return {"status": status, "all_rows": rows, "out": str(out), "subs": str(subs), "before": before,
+                "after": {"course": digest(course), "submissions": digest(subs)},
+                "connections": listener.connections}
+
+    result = run_once(tmp_path_factory, "batch", run)
+    result.update(rows={r["student"]: r for r in result["all_rows"]}, out=Path(result["out"]),
+                  subs=Path(result["subs"]), course=course)
+    return result
+
+
+def row(batch, student):
+    return batch["rows"][student]
+
+
+def cells(batch, student) -> dict[str, str]:
+    r = row(batch, student)
+    return {key: r[key] for key in FULL}
+
+
+def feedback(batch, student, assignment=ASSIGNMENT, notebook="fixture") -> str:
+    return (batch["out"] / "feedback" / student / assignment / f"{notebook}.html").read_text(encoding="utf-8")
+
+
+# --- the batch as a whole -------------------------------------------------------------------------
+
+
+def test_the_batch_finishes_with_one_row_per_submission_and_exit_status_1(batch):
+    assert batch["status"] == 1, "some submissions cannot be graded, so the exit status is 1"
+    students = [r["student"] for r in batch["all_rows"]]
+    assert len(students) == len(set(students)) == 32
+    assert {r["status"] for r in batch["all_rows"] if r["student"] in ("alice", "bob", "olive")} == {"graded"}
+
+
+def test_honest_submissions_are_unaffected_by_the_hostile_ones(batch):
+    assert (row(batch, "alice")["score"], cells(batch, "alice")) == ("3", FULL)
+    assert (row(batch, "bob")["score"], cells(batch, "bob")) == ("0", NOTHING)
+    olive = row(batch, "olive")
+    assert (olive["status"], olive["score"], olive["max_score"]) == ("graded", "2", "2")
+
+
+def test_originals_are_never_modified(batch):
+    assert batch["before"] == batch["after"]
+
+
+def test_feedback_never_shows_hidden_tests(batch):
+    pages = list((batch["out"] / "feedback").rglob("*.html"))
+    assert len(pages) >= 20
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "hidden-marker" not in text and "<script" not in text.lower(), page
+
+
+# --- careless submissions -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("student, why", [
+    ("carol", "unreadable notebook"), ("frank", "unreadable notebook"), ("gina", "unreadable notebook"),
+    ("ivan", "unreadable notebook"), ("judy", "report.pdf"), ("hank", "belongs to 01-other"),
+])
+def test_ungradable_submissions_get_a_row_that_says_why(batch, student, why):
+    r = row(batch, student)
+    assert why in r["status"] and r["score"] == "" and r["status"] != "graded"
+
+
+def test_a_deleted_test_cell_is_restored_and_run(batch):
+    assert (row(batch, "dave")["score"], cells(batch, "dave")) == ("3", FULL)
+    assert "was missing from your notebook; it was put back and run" in feedback(batch, "dave")
+
+
+def test_harmless_warnings_on_stderr_cost_nothing(batch):
+    assert (row(batch, "noisy")["score"], cells(batch, "noisy")) == ("3", FULL)
+
+
+def test_non_utf8_output_is_graded_and_reported(batch):
+    assert (row(batch, "odd_text")["score"], cells(batch, "odd_text")) == ("3", FULL)
+    assert "caf\u00e9 \u2603" in feedback(batch, "odd_text")
+
+
+def test_huge_output_is_capped(batch):
+    assert (row(batch, "huge_output")["score"], cells(batch, "huge_output")) == ("3", FULL)
+    page = batch["out"] / "feedback" / "huge_output" / ASSIGNMENT / "fixture.html"
+    assert page.stat().st_size < 500_000 and "output truncated" in page.read_text(encoding="utf-8")
+
+
+def test_an_infinite_loop_fails_only_its_cell(batch):
+    assert cells(batch, "loop") == SCALE_ONLY
+    assert "ran longer than 10 s" in feedback(batch, "loop")
+
+
+def test_a_loop_that_ignores_interrupts_keeps_the_points_earned_before(batch):
+    assert cells(batch, "stubborn") == SOFTMAX_ONLY
+    assert "the kernel was stopped" in feedback(batch, "stubborn")
+
+
+def test_a_memory_bomb_fails_only_its_cell(batch):
+    assert cells(batch, "memory_bomb") == SCALE_ONLY
+    assert "MemoryError" in feedback(batch, "memory_bomb")
+
+
+def test_a_fork_bomb_is_contained(batch):
+    assert row(batch, "fork_bomb")["status"] == "graded"
+    assert cells(batch, "fork_bomb")["fixture:test_softmax"] == "0"
+
+
+def test_os_exit_keeps_the_points_earned_before(batch):
+    assert cells(batch, "os_exit") == SOFTMAX_ONLY
+    assert "the kernel exited" in feedback(batch, "os_exit")
+
+
+def test_sys_exit_in_a_cell_does_not_stop_grading(batch):
+    assert cells(batch, "sys_exit") == FULL
+
+
+# --- hostile submissions --------------------------------------------------------------------------
+
+
+def test_edited_test_cells_are_replaced_by_the_originals(batch):
+    assert cells(batch, "edit_tests") == SCALE_ONLY
+    assert "was changed in your notebook; the original was used" in feedback(batch, "edit_tests")
+
+
+def test_changed_cell_types_are_restored(batch):
+    assert cells(batch, "retype") == SCALE_ONLY
+
+
+def test_changed_metadata_is_ignored(batch):
+    r = row(batch, "metadata")
+    assert (r["score"], r["max_score"], cells(batch, "metadata")) == ("1", "3", SCALE_ONLY)
+
+
+def test_monkeypatched_comparisons_earn_nothing(batch):
+    assert cells(batch, "monkeypatch") == NOTHING
+    assert "the grading environment was modified" in feedback(batch, "monkeypatch")
+    assert "the testing helpers" in row(batch, "monkeypatch")["flags"]
+
+
+def test_patching_torch_before_the_helpers_are_imported_does_not_help(batch):
+    assert cells(batch, "early_patch") == SCALE_ONLY
+
+
+def test_objects_whose_comparisons_always_succeed_earn_nothing(batch):
+    assert cells(batch, "rigged") == SCALE_ONLY
+    pat = row(batch, "pat")
+    assert (pat["other:test_answer"], pat["other:test_double"]) == ("0", "1")
+
+
+@pytest.mark.parametrize("student", ["erin", "alias", "aten"])
+def test_calling_the_built_in_earns_nothing(batch, student):
+    assert cells(batch, student) == SCALE_ONLY
+    assert "implement this yourself" in feedback(batch, student)
+
+
+def test_fake_passed_output_earns_nothing(batch):
+    assert cells(batch, "fake_pass") == SCALE_ONLY
+
+
+def test_hidden_tests_printed_by_learner_code_are_redacted(batch):
+    assert cells(batch, "leak") == FULL
+    page = feedback(batch, "leak")
+    assert "hidden-marker" not in page and "a line of hidden test code was removed" in page
+
+
+@pytest.mark.skipif(not can_isolate(), reason="full isolation needs Linux and root")
+def test_solutions_peers_gradebook_and_network_are_out_of_reach(batch):
+    assert cells(batch, "snoop") == SCALE_ONLY
+    page = feedback(batch, "snoop")
+    assert "solutions visible: False | peers visible: False" in page
+    assert "network: OSError" in page
+    assert batch["connections"] == 0
+    alice = json.loads((batch["out"] / "results" / "alice" / f"{ASSIGNMENT}.json").read_text())
+    assert alice["score"] == 3.0
+
+
+# --- integrity: concurrency, re-grading, resuming -------------------------------------------------
+
+SERIAL = ["alice", "bob", "erin", "os_exit", "rigged", "retype", "carol"]
+
+
+def test_a_serial_run_gives_exactly_the_grades_of_the_parallel_run(batch, tmp_path):
+    subset = tmp_path / "subset"
+    subset.mkdir()
+    for student in SERIAL:
+        for path in batch["subs"].glob(f"{student}*"):
+            (shutil.copytree if path.is_dir() else shutil.copy)(path, subset / path.name)
+    results = grade(subset, ASSIGNMENT, tmp_path / "out", jobs=1, root=batch["course"], progress=False,
+                    limits=Limits(cell_timeout=10, notebook_timeout=90, memory_mb=2048))
+    assert [r.student for r in results] == sorted(SERIAL)
+    for result in results:
+        parallel = row(batch, result.student)
+        assert result.status.split(":")[0] == parallel["status"].split(":")[0]
+        assert {k: f"{v:g}" for k, v in result.cells.items()} == {
+            k: parallel[k] for k in result.cells}
+
+
+def test_regrading_one_learner_leaves_the_others_untouched(batch):
+    results_dir = batch["out"] / "results"
+    before = digest(results_dir)
+    status = main(["--root", str(batch["course"]), "grade", str(batch["subs"]), "--assignment", "all",
+                   "--out", str(batch["out"]), "--jobs", "2", "--no-progress", "--regrade", "erin", *LIMITS])
+    after = digest(results_dir)
+    assert status == 1
+    changed = {path for path in after if after[path] != before.get(path)}
+    assert changed == {f"erin/{ASSIGNMENT}.json"}
+    erin = json.loads((results_dir / "erin" / f"{ASSIGNMENT}.json").read_text())
+    assert erin["cells"] == {"fixture:test_softmax": 0.0, "fixture:test_scale": 1.0}
+
+
+def test_a_killed_run_resumes_without_losing_or_duplicating_grades(course, tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    solution = course / "solutions" / ASSIGNMENT / NOTEBOOK
+    for student in ("kim", "lee", "max"):
+        (subs / student).mkdir(parents=True)
+        shutil.copy(solution, subs / student / NOTEBOOK)
+    command = [sys.executable, "-m", "autograder", "--root", str(course), "grade", str(subs),
+               "--assignment", ASSIGNMENT, "--out", str(out), "--jobs", "1", "--no-progress", *LIMITS]
+    # The killed grader cannot remove its temporary folder, so give it one this test removes.
+    scratch = tempfile.mkdtemp(prefix="autograder-test-")
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True, env={**os.environ, "TMPDIR": scratch})
+        deadline = time.monotonic() + 300
+        while not list((out / "results").glob("*/*.json")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    first = {p.relative_to(out).as_posix(): p.read_bytes() for p in (out / "results").glob("*/*.json")}
+    assert 1 <= len(first) < 3, "the run must be killed part-way"
+    assert not (out / "grades.csv").exists()
+    assert main(["--root", str(course), "grade", str(subs), "--assignment", ASSIGNMENT, "--out", str(out),
+                 "--no-progress", *LIMITS]) == 0
+    for name, content in first.items():
+        assert (out / name).read_bytes() == content, "finished grades are kept, not redone"
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted((r["student"], r["score"]) for r in rows) == [("kim", "3"), ("lee", "3"), ("max", "3")]
+    assert not list(out.rglob("*.tmp")), "no temporary files are left behind"
+
+
+def test_an_lms_zip_is_graded_and_exit_status_is_0(course, tmp_path):
+    archive = tmp_path / "canvas.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(course / "solutions" / ASSIGNMENT / NOTEBOOK, "smithjane_123_456_fixture.ipynb")
+        zf.write(course / "exercises" / ASSIGNMENT / NOTEBOOK, "doejohn_LATE_124_457_fixture-1.ipynb")
+        zf.writestr("../../escaped.ipynb", "{}")
+    out = tmp_path / "out"
+    assert main(["--root", str(course), "grade", str(archive), "--assignment", ASSIGNMENT, "--out", str(out),
+                 "--no-progress", *LIMITS]) == 0
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = {r["student"]: r["score"] for r in csv.DictReader(handle)}
+    assert rows == {"smithjane": "3", "doejohn": "0"}
+    assert not (tmp_path.parent / "escaped.ipynb").exists()
+
+
+def test_validate_reports_visible_tests_and_repairs(course, tmp_path, capsys):
+    notebook = tmp_path / NOTEBOOK
+    notebook.write_text(edited(course / "solutions" / ASSIGNMENT / NOTEBOOK, {"test_scale": "pass"}))
+    ok, lines = validate(notebook, root=course)
+    assert not ok, "a changed test cell is reported"
+    assert "passed  test_softmax" in lines and "passed  test_scale" in lines
+    assert any("test_scale" in line and "changed" in line for line in lines)
+    (tmp_path / "broken.ipynb").write_text("{")
+    assert main(["--root", str(course), "validate", str(tmp_path / "broken.ipynb"),
+                 "--assignment", ASSIGNMENT]) == 1
+    assert "cannot be graded" in capsys.readouterr().out
+
+
+def test_isolation_warnings_say_what_is_not_enforced(monkeypatch):
+    assert (isolation_warnings() == []) == can_isolate()
+    monkeypatch.setattr("autograder.sandbox.can_isolate", lambda: False)
+    warnings = isolation_warnings()
+    assert any("network" in w for w in warnings) and any("process limit" in w for w in warnings)
