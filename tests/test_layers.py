@@ -30,6 +30,24 @@ def test_layernorm_without_affine_and_tiny_variance():
     torch.testing.assert_close(ours(x), F.layer_norm(x, (6,), eps=1e-5), atol=ATOL, rtol=RTOL)
 
 
+
+def test_layernorm_without_bias_matches_torch():
+    torch.manual_seed(0)
+    ours, theirs = LayerNorm(10, bias=False), nn.LayerNorm(10, bias=False)
+    assert ours.bias is None and [p.shape for p in ours.parameters()] == [(10,)]
+    with torch.no_grad():
+        for module in (ours, theirs):
+            module.weight.copy_(torch.linspace(0.5, 2.0, 10))
+    x = torch.randn(3, 4, 10) * 5 + 2
+    torch.testing.assert_close(ours(x), theirs(x), atol=ATOL, rtol=RTOL)
+
+
+def test_model_without_biases_has_none_anywhere():
+    from transformer_core.models import DecoderOnlyLM, TransformerConfig
+    model = DecoderOnlyLM(TransformerConfig(vocab_size=20, d_model=16, n_heads=2, n_layers=2, max_len=8,
+                                            bias=False))
+    assert [name for name, _ in model.named_parameters() if name.endswith("bias")] == []
+
 @pytest.mark.parametrize("activation,reference", [
     ("relu", F.relu), ("gelu", F.gelu), ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"))])
 def test_feedforward_is_two_linear_layers_around_the_activation(activation, reference):

@@ -122,16 +122,18 @@ def ffn_parameters(d_model: int, d_ff: int, *, bias: bool = True) -> int:
     return 2 * d_model * d_ff + ((d_ff + d_model) if bias else 0)
 
 
-def layer_norm_parameters(d_model: int) -> int:
-    """Parameters of one :class:`~transformer_core.layers.LayerNorm`: gain and bias, ``2 d``.
+def layer_norm_parameters(d_model: int, *, bias: bool = True) -> int:
+    """Parameters of one :class:`~transformer_core.layers.LayerNorm`: gain and bias, ``2 d`` (``d``
+    without the bias).
 
     Args:
         d_model: model width ``d``.
+        bias: whether the LayerNorm has a bias.
 
     Returns:
         The parameter count.
     """
-    return 2 * _positive_int(d_model, "d_model")
+    return (2 if bias else 1) * _positive_int(d_model, "d_model")
 
 
 def parameter_counts(config, architecture: str = "decoder_only", *,
@@ -183,7 +185,7 @@ def parameter_counts(config, architecture: str = "decoder_only", *,
     d = config.d_model
     attention = attention_parameters(d, config.n_heads, config.n_kv_heads, bias=config.bias)
     ffn = ffn_parameters(d, config.d_ff, bias=config.bias)
-    norm = layer_norm_parameters(d)
+    norm = layer_norm_parameters(d, bias=config.bias)
     position_table = config.max_len * d if config.position == "learned" else 0
     relative_table = config.relative_num_buckets * config.n_heads if config.position == "t5" else 0
     embedding_norm = norm if config.embedding_norm else 0
@@ -214,7 +216,7 @@ def parameter_counts(config, architecture: str = "decoder_only", *,
             counts["head"] = 0 if config.tie_weights else config.vocab_size * d
         else:
             # transform (d x d + bias), its LayerNorm, output bias, and the output weight unless tied.
-            counts["head"] = (d * d + d + norm + config.vocab_size
+            counts["head"] = (d * d + d + layer_norm_parameters(d) + config.vocab_size
                               + (0 if config.tie_weights else config.vocab_size * d))
     counts["total"] = sum(counts.values())
     return counts

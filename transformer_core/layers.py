@@ -40,6 +40,8 @@ class LayerNorm(nn.Module):
         d_model: size of the normalised (last) dimension.
         eps: added to the variance inside the square root.
         elementwise_affine: learn ``weight`` (gamma, init 1) and ``bias`` (beta, init 0).
+        bias: with ``elementwise_affine``, also learn ``bias``; ``False`` keeps only the gain, as
+            in GPT recipes without biases (nanoGPT's ``bias=False``) and ``torch.nn.LayerNorm``.
 
     Shapes:
         ``(..., d_model)`` -> ``(..., d_model)``.
@@ -49,16 +51,13 @@ class LayerNorm(nn.Module):
         tensor(True)
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-5, elementwise_affine: bool = True):
+    def __init__(self, d_model: int, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True):
         super().__init__()
         self.d_model = d_model
         self.eps = eps
-        if elementwise_affine:
-            self.weight = nn.Parameter(torch.ones(d_model))
-            self.bias = nn.Parameter(torch.zeros(d_model))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        self.weight = nn.Parameter(torch.ones(d_model)) if elementwise_affine else None
+        self.bias = nn.Parameter(torch.zeros(d_model)) if elementwise_affine and bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] != self.d_model:
@@ -68,11 +67,14 @@ class LayerNorm(nn.Module):
         var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
         y = (x - mean) / torch.sqrt(var + self.eps)
         if self.weight is not None:
-            y = y * self.weight + self.bias
+            y = y * self.weight
+        if self.bias is not None:
+            y = y + self.bias
         return y
 
     def extra_repr(self) -> str:
-        return f"{self.d_model}, eps={self.eps}, elementwise_affine={self.weight is not None}"
+        return (f"{self.d_model}, eps={self.eps}, elementwise_affine={self.weight is not None}, "
+                f"bias={self.bias is not None}")
 
 
 def get_activation(name: str):
@@ -142,7 +144,7 @@ class EncoderLayer(nn.Module):
         activation: feed-forward activation (``"relu"``, ``"gelu"``, ``"gelu_tanh"``).
         norm_first: Pre-LN when True, Post-LN (the 2017 paper) when False.
         layer_norm_eps: epsilon of both LayerNorms.
-        bias: biases in the linear layers.
+        bias: biases in the linear layers and the LayerNorms.
         n_kv_heads: key/value heads for grouped-query attention (default ``n_heads``).
 
     Sub-modules: ``self_attn``, ``self_attn_norm``, ``ffn``, ``ffn_norm``, ``dropout``.
@@ -167,9 +169,9 @@ class EncoderLayer(nn.Module):
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads,
                                             dropout=dropout, bias=bias)
-        self.self_attn_norm = LayerNorm(d_model, eps=layer_norm_eps)
+        self.self_attn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias)
-        self.ffn_norm = LayerNorm(d_model, eps=layer_norm_eps)
+        self.ffn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.self_attn_weights: torch.Tensor | None = None
 
@@ -206,7 +208,7 @@ class DecoderLayer(nn.Module):
         activation: feed-forward activation (``"relu"``, ``"gelu"``, ``"gelu_tanh"``).
         norm_first: Pre-LN when True, Post-LN when False.
         layer_norm_eps: epsilon of the LayerNorms.
-        bias: biases in the linear layers.
+        bias: biases in the linear layers and the LayerNorms.
         cross_attention: whether the block has the cross-attention sub-layer.
         n_kv_heads: key/value heads for grouped-query attention (default ``n_heads``).
 
@@ -241,16 +243,16 @@ class DecoderLayer(nn.Module):
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads,
                                             dropout=dropout, bias=bias)
-        self.self_attn_norm = LayerNorm(d_model, eps=layer_norm_eps)
+        self.self_attn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads,
                                                  dropout=dropout, bias=bias)
-            self.cross_attn_norm = LayerNorm(d_model, eps=layer_norm_eps)
+            self.cross_attn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         else:
             self.cross_attn = None
             self.cross_attn_norm = None
         self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias)
-        self.ffn_norm = LayerNorm(d_model, eps=layer_norm_eps)
+        self.ffn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.self_attn_weights: torch.Tensor | None = None
         self.cross_attn_weights: torch.Tensor | None = None

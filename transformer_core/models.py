@@ -67,7 +67,8 @@ class TransformerConfig:
         embedding_norm: LayerNorm after summing the embeddings (BERT).
         final_norm: LayerNorm after the last block (needed with Pre-LN; GPT-2 has one).
         layer_norm_eps: epsilon of every LayerNorm (1e-5 for GPT-2, 1e-12 for BERT).
-        bias: biases in the attention and feed-forward linear layers.
+        bias: biases in the attention and feed-forward linear layers and in the LayerNorms (the
+            masked-LM head keeps its own).
         n_kv_heads: key/value heads for grouped-query attention (default ``n_heads``).
         n_encoder_layers: encoder blocks of :class:`EncoderDecoderModel` (default ``n_layers``).
         n_decoder_layers: decoder blocks of :class:`EncoderDecoderModel` (default ``n_layers``).
@@ -213,7 +214,8 @@ class Embeddings(nn.Module):
         else:
             self.position = None
         self.segment = nn.Embedding(n_segments, d_model) if n_segments > 0 else None
-        self.norm = LayerNorm(d_model, eps=config.layer_norm_eps) if config.embedding_norm else None
+        self.norm = (LayerNorm(d_model, eps=config.layer_norm_eps, bias=config.bias)
+                     if config.embedding_norm else None)
         self.dropout = nn.Dropout(config.dropout)
         self.scale = math.sqrt(d_model) if config.scale_embeddings else 1.0
 
@@ -287,9 +289,11 @@ def _init_weights(model: nn.Module, n_residual_layers: int) -> None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, (nn.Embedding, LearnedPositionalEmbedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        elif isinstance(module, LayerNorm) and module.weight is not None:
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+        elif isinstance(module, LayerNorm):
+            if module.weight is not None:
+                nn.init.ones_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
     residual_std = 0.02 / math.sqrt(2 * n_residual_layers)
     for name, parameter in model.named_parameters():
         if name.endswith("out_proj.weight") or name.endswith("down_proj.weight"):
@@ -392,7 +396,8 @@ class EncoderOnlyModel(_CountParameters, nn.Module):
                          layer_norm_eps=config.layer_norm_eps, bias=config.bias,
                          n_kv_heads=config.n_kv_heads)
             for _ in range(config.n_layers))
-        self.final_norm = LayerNorm(config.d_model, config.layer_norm_eps) if config.final_norm else None
+        self.final_norm = (LayerNorm(config.d_model, config.layer_norm_eps, bias=config.bias)
+                           if config.final_norm else None)
         self.mlm_head = MaskedLMHead(config.d_model, config.vocab_size, activation=config.activation,
                                      layer_norm_eps=config.layer_norm_eps)
         _init_weights(self, config.n_layers)
@@ -482,7 +487,8 @@ class DecoderOnlyLM(_CountParameters, nn.Module):
                          layer_norm_eps=config.layer_norm_eps, bias=config.bias,
                          cross_attention=False, n_kv_heads=config.n_kv_heads)
             for _ in range(config.n_layers))
-        self.final_norm = LayerNorm(config.d_model, config.layer_norm_eps) if config.final_norm else None
+        self.final_norm = (LayerNorm(config.d_model, config.layer_norm_eps, bias=config.bias)
+                           if config.final_norm else None)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         _init_weights(self, config.n_layers)
         if config.tie_weights:
@@ -589,8 +595,8 @@ class Transformer(_CountParameters, nn.Module):
         self.decoder_layers = nn.ModuleList(
             DecoderLayer(d_model, n_heads, d_ff, cross_attention=True, **block)
             for _ in range(n_decoder_layers))
-        self.encoder_norm = LayerNorm(d_model, layer_norm_eps) if final_norm else None
-        self.decoder_norm = LayerNorm(d_model, layer_norm_eps) if final_norm else None
+        self.encoder_norm = LayerNorm(d_model, layer_norm_eps, bias=bias) if final_norm else None
+        self.decoder_norm = LayerNorm(d_model, layer_norm_eps, bias=bias) if final_norm else None
         for parameter in self.parameters():  # the initialisation of torch.nn.Transformer
             if parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
