@@ -231,6 +231,41 @@ def test_encoder_decoder_cached_decoding_equals_full(position):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=RTOL)
 
 
+def test_encoder_decoder_cache_projects_the_source_once_and_follows_reorder_and_reset():
+    torch.manual_seed(9)
+    model = EncoderDecoderModel(_config(n_kv_heads=2)).eval()
+    src, tgt = torch.randint(0, 23, (2, 6)), torch.randint(0, 23, (2, 4))
+    projected = []
+    hooks = [layer.cross_attn.k_proj.register_forward_hook(lambda m, i, out: projected.append(out.shape[1]))
+             for layer in model.transformer.decoder_layers]
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory)
+        projected.clear()
+        cache = model.new_cache(batch_size=2)
+        steps = [model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(4)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=RTOL)
+        n_layers = len(model.transformer.decoder_layers)
+        assert projected == [6] * n_layers                       # once per layer, not once per step
+        assert cache.nbytes == 2 * cache.keys.nbytes + n_layers * 2 * (2 * 2 * 6 * cache.head_dim * 4)
+
+        cache.reorder(torch.tensor([1, 1]))                      # both rows now continue sequence 1
+        swapped = model.decode(tgt[1:, 3:].expand(2, 1), memory, cache=cache)  # memory is ignored now
+        fresh = model.new_cache(batch_size=1)
+        for t in range(4):
+            model.decode(tgt[1:, t:t + 1], memory[1:], cache=fresh)
+        expected = model.decode(tgt[1:, 3:], memory[1:], cache=fresh)
+        torch.testing.assert_close(swapped, expected.expand(2, 1, -1), atol=ATOL, rtol=RTOL)
+
+        with pytest.raises(ValueError, match="call cache.reset"):
+            model.decode(tgt[:, :1], model.encode(src[:, :5]), cache=cache)
+        cache.reset()
+        assert all(layer.memory_keys is None for layer in cache.layers)
+        torch.testing.assert_close(model.decode(tgt[:, :1], memory, cache=cache), full[:, :1],
+                                   atol=ATOL, rtol=RTOL)
+    for hook in hooks:
+        hook.remove()
+
 def test_decoder_is_causal_in_encoder_decoder_model():
     torch.manual_seed(8)
     model = EncoderDecoderModel(_config())

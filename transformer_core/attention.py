@@ -250,8 +250,10 @@ class MultiHeadAttention(nn.Module):
         * bias: float, broadcastable to ``(B, n_heads, Tq, Tk)``;
         * rope_positions: ``(Tq,)`` positions of the tokens in ``x``; RoPE rotates q and k
           (self-attention only);
-        * cache: a :class:`~transformer_core.cache.LayerKVCache`; the new k, v are appended and the
-          queries attend over everything cached (self-attention only);
+        * cache: a :class:`~transformer_core.cache.LayerKVCache`. Self-attention appends the new
+          k, v and attends over everything cached. Cross-attention projects ``context`` into its
+          ``memory_keys``/``memory_values`` on the first call and reuses them afterwards, so every
+          later call must pass the same ``context`` (``reset()`` the cache for a new one);
         * is_causal: also apply ``causal_mask(Tq, Tk)``; equal to passing that mask, but faster,
           because the fused kernel then needs no mask tensor;
         * returns ``(out, weights)``: out ``(B, Tq, d_model)``; weights ``(B, n_heads, Tq, Tk)`` when
@@ -298,6 +300,24 @@ class MultiHeadAttention(nn.Module):
         batch, n_tokens, _ = x.shape
         return x.view(batch, n_tokens, n_heads, self.head_dim).transpose(1, 2)  # (B, h, T, hd)
 
+    def _project_kv(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (self._split_heads(self.k_proj(source), self.n_kv_heads),
+                self._split_heads(self.v_proj(source), self.n_kv_heads))
+
+    def _cross_kv(self, context: torch.Tensor,
+                  cache: LayerKVCache | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of the encoder output: projected once per cache, then reused."""
+        if cache is None:
+            return self._project_kv(context)
+        if cache.memory_keys is None:
+            cache.memory_keys, cache.memory_values = self._project_kv(context)
+        elif cache.memory_keys.shape[0] != context.shape[0] or cache.memory_keys.shape[2] != context.shape[1]:
+            raise ValueError(
+                f"this cache holds cross-attention keys for {cache.memory_keys.shape[0]} sources of "
+                f"{cache.memory_keys.shape[2]} tokens, but the encoder output has shape "
+                f"{tuple(context.shape[:2])}; call cache.reset() before decoding a new source.")
+        return cache.memory_keys, cache.memory_values
+
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *,
                 mask: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                 rope_positions: torch.Tensor | None = None, cache: LayerKVCache | None = None,
@@ -306,20 +326,20 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got "
                              f"{tuple(x.shape)}.")
         is_self_attention = context is None
-        if not is_self_attention and (rope_positions is not None or cache is not None):
-            raise ValueError("rope_positions and cache apply to self-attention only; in "
-                             "cross-attention the keys come from the encoder and are not rotated "
-                             "or cached step by step.")
-        source = x if is_self_attention else context
+        if not is_self_attention and rope_positions is not None:
+            raise ValueError("rope_positions apply to self-attention only; in cross-attention the "
+                             "keys come from the encoder and are not rotated.")
         batch, n_queries, _ = x.shape
         q = self._split_heads(self.q_proj(x), self.n_heads)                 # (B, H, Tq, hd)
-        k = self._split_heads(self.k_proj(source), self.n_kv_heads)         # (B, Hkv, Tk, hd)
-        v = self._split_heads(self.v_proj(source), self.n_kv_heads)         # (B, Hkv, Tk, hd)
-        if rope_positions is not None:
-            q = apply_rope(q, rope_positions)
-            k = apply_rope(k, rope_positions)
-        if cache is not None:
-            k, v = cache.append(k, v)                                       # (B, Hkv, Tcache, hd)
+        if is_self_attention:
+            k, v = self._project_kv(x)                                      # (B, Hkv, Tq, hd)
+            if rope_positions is not None:
+                q = apply_rope(q, rope_positions)
+                k = apply_rope(k, rope_positions)
+            if cache is not None:
+                k, v = cache.append(k, v)                                   # (B, Hkv, Tcache, hd)
+        else:
+            k, v = self._cross_kv(context, cache)                           # (B, Hkv, S, hd)
         if self.n_kv_heads != self.n_heads:
             group = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(group, dim=1)                           # (B, H, Tk, hd)

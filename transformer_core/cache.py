@@ -27,18 +27,25 @@ class LayerKVCache:
     Each layer counts its own ``length``; one model forward appends the same number of tokens to
     every layer, so after each complete forward all layers agree (:attr:`KVCache.length` checks it).
 
+    In an encoder-decoder model the layer's cross-attention also keeps ``memory_keys`` and
+    ``memory_values``: the keys and values of the encoder output, projected on the first decode
+    step and reused at every later one (the source does not change while the target grows).
+
     Args:
         keys: this layer's key buffer.
         values: this layer's value buffer (same shape as ``keys``).
 
     Shapes:
-        buffers ``(B, n_kv_heads, max_len, head_dim)``.
+        buffers ``(B, n_kv_heads, max_len, head_dim)``; ``memory_keys`` and ``memory_values``
+        ``(B, n_kv_heads, S, head_dim)`` for a source of ``S`` tokens, or None before the first step.
     """
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor):
         self.keys = keys
         self.values = values
         self.length = 0
+        self.memory_keys: torch.Tensor | None = None
+        self.memory_values: torch.Tensor | None = None
 
     @property
     def max_len(self) -> int:
@@ -133,13 +140,18 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the key and value buffers."""
-        return self.keys.numel() * self.keys.element_size() * 2
+        """Bytes held by the key and value buffers, plus the encoder output's cross-attention keys
+        and values once an encoder-decoder model has stored them."""
+        memory = sum(t.numel() * t.element_size() for layer in self.layers
+                     for t in (layer.memory_keys, layer.memory_values) if t is not None)
+        return self.keys.numel() * self.keys.element_size() * 2 + memory
 
     def reset(self) -> None:
-        """Forget all stored tokens (the buffers are kept and overwritten later)."""
+        """Forget all stored tokens and the encoder output's keys and values (the buffers are kept
+        and overwritten later). Call it before decoding a new source with the same cache."""
         for layer in self.layers:
             layer.length = 0
+            layer.memory_keys = layer.memory_values = None
 
     def reorder(self, batch_indices: torch.Tensor) -> None:
         """Reorder (or duplicate) the stored sequences along the batch, e.g. for beam search.
@@ -155,3 +167,7 @@ class KVCache:
         index = batch_indices.to(self.keys.device)
         self.keys.copy_(self.keys.index_select(1, index))
         self.values.copy_(self.values.index_select(1, index))
+        for layer in self.layers:
+            if layer.memory_keys is not None:
+                layer.memory_keys = layer.memory_keys.index_select(0, index)
+                layer.memory_values = layer.memory_values.index_select(0, index)

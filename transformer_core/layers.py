@@ -224,7 +224,8 @@ class DecoderLayer(nn.Module):
         and lets the fused kernel skip the mask, for a causal decoder; nothing is causal by
         default); memory_mask bool broadcastable to ``(B, n_heads, T, S)``; self_bias float
         broadcastable to ``(B, n_heads, T, T_k)``; rope_positions ``(T,)``; cache a
-        :class:`~transformer_core.cache.LayerKVCache` for the self-attention. With
+        :class:`~transformer_core.cache.LayerKVCache` (self-attention keys and values, and the
+        cross-attention keys and values of ``memory`` after the first call). With
         ``need_weights=True``, ``self_attn_weights`` ``(B, n_heads, T, T_k)`` and
         ``cross_attn_weights`` ``(B, n_heads, T, S)`` hold the weights afterwards.
 
@@ -278,7 +279,8 @@ class DecoderLayer(nn.Module):
             return self.dropout(out)
 
         def cross_attention(h):
-            out, weights = self.cross_attn(h, memory, mask=memory_mask, need_weights=need_weights)
+            out, weights = self.cross_attn(h, memory, mask=memory_mask, cache=cache,
+                                           need_weights=need_weights)
             self.cross_attn_weights = None if weights is None else weights.detach()
             return self.dropout(out)
 
