@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from transformer_core import bench, data
+from transformer_core.complexity import flops_per_token
+from transformer_core.models import TransformerConfig
 from transformer_core.__main__ import main
 
 
@@ -44,6 +46,16 @@ def test_train_prints_final_val_loss_last(trained):
     assert re.fullmatch(r"final val_loss \d+\.\d+", last), f"unexpected last line: {last!r}"
     assert float(last.split()[-1]) < 5.0
     assert checkpoint.is_file()
+
+
+def test_train_writes_a_summary_with_the_whole_split_loss(trained):
+    stdout, checkpoint = trained
+    summary = json.loads((checkpoint.parent / "summary.json").read_text())
+    assert summary["preset"] == "tiny" and summary["config"]["max_iters"] == 30
+    assert f"final val_loss {summary['final_val_loss']:.4f}" in stdout
+    assert re.search(rf"whole validation split \(\d+ windows of 32\): {summary['val_loss_whole_split']:.4f}",
+                     stdout)
+    assert "iter_losses" not in summary and summary["tokens_per_second"] > 0
 
 
 def _generate(capsys, checkpoint, *extra):
@@ -101,13 +113,27 @@ def test_bench_pieces_on_small_sizes(tmp_path):
     gen = bench.bench_generation(6, prompt_len=4, repeats=1, device="cpu", vocab_size=50, d_model=16,
                                  n_heads=2, n_layers=1)
     assert gen["identical"] and gen["speedup"] > 0
+    shape = dict(n_layers=1, n_heads=2, d_model=16, block_size=8, batch_size=2)
+    step = bench.bench_train_step(shape, steps=4, warmup_steps=1, device="cpu", vocab_size=50,
+                                  progress=False)
+    model_config = TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, max_len=8)
+    assert step["flops_per_token"] == flops_per_token(model_config, 8, training=True)
+    assert step["tokens_per_s"] * step["ms_per_step"] / 1e3 == pytest.approx(2 * 8)
+    assert step["last_loss"] < step["first_loss"]          # the step trains on its repeated batch
+    assert step["mfu"] is None and step["peak_tflops"] is None and not step["compiled"]
     results = {"device": bench.device_name("cpu"), "device_type": "cpu", "torch": torch.__version__,
                "threads": 1, "quick": True, "date": "today", "load_average": 0.5,
-               "attention": rows, "generation": gen}
+               "attention": rows, "generation": gen, "train_step": step}
     json_path, md_path = bench.save_results(results, tmp_path)
     assert json_path.name.endswith("-quick.json") and json.loads(json_path.read_text())["quick"]
     table = md_path.read_text()
     assert "| 32 | 1 |" in table and "identical tokens: True" in table
+    assert "1 layers x 16, 2 heads, context 8, batch 2" in table and "| n/a | n/a | n/a |" in table
+
+
+def test_bench_train_step_rejects_unknown_shapes():
+    with pytest.raises(ValueError, match="unknown shape 'gpt3'"):
+        bench.bench_train_step("gpt3", device="cpu")
 
 
 def test_naive_attention_matches_fused():

@@ -126,3 +126,24 @@ def test_load_checkpoint_errors(tmp_path):
     torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="not a transformer_core checkpoint"):
         train.load_checkpoint(tmp_path / "other.pt")
+
+
+def test_sequential_batches_cover_every_token_once_and_evaluate_split_weights_by_windows():
+    ids = torch.arange(23)
+    batches = train.sequential_batches(ids, 5, batch_size=3)
+    assert [tuple(x.shape) for x, _ in batches] == [(3, 5), (1, 5)]         # (23 - 1) // 5 = 4 windows
+    x = torch.cat([x for x, _ in batches]).flatten()
+    y = torch.cat([y for _, y in batches]).flatten()
+    assert torch.equal(x, torch.arange(20)) and torch.equal(y, torch.arange(1, 21))
+    with pytest.raises(ValueError, match="longer than block_size=5"):
+        train.sequential_batches(torch.arange(5), 5)
+
+    class Constant(torch.nn.Module):  # loss = mean target id: the weighting is checkable by hand
+        def __init__(self):
+            super().__init__()
+            self.anchor = torch.nn.Parameter(torch.zeros(()))
+
+        def forward(self, x, y):
+            return None, y.float().mean()
+
+    assert train.evaluate_split(Constant(), ids, 5, batch_size=3) == pytest.approx(10.5)

@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-cache", action="store_true", help="recompute the whole context every step")
     gen.add_argument("--device", default=None)
 
-    bench = commands.add_parser("bench", help="time naive vs fused attention and cached vs uncached generation")
+    bench = commands.add_parser("bench", help="time naive vs fused attention, cached vs uncached generation and a training step (MFU)")
     bench.set_defaults(subparser=bench)
     bench.add_argument("--quick", action="store_true", help="short version (about a minute on a CPU)")
     bench.add_argument("--device", default=None)
@@ -123,7 +123,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     from transformer_core import data
     from transformer_core.device import describe_device, seed_everything
-    from transformer_core.train import PRESETS, build_model, train
+    from transformer_core.train import PRESETS, build_model, evaluate_split, resolve_amp_dtype, train
 
     device = _device_or_exit(parser, args.device)
     config = PRESETS[args.preset]
@@ -162,9 +162,37 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print(f"step {step:>6}: train loss {train_loss:.4f}, val loss {val_loss:.4f}")
     mfu = f", MFU {100 * result.mfu:.1f}%" if result.mfu is not None else ""
     print(f"{result.wall_time_s:.1f} s, {result.tokens_per_second:,.0f} tokens/s ({result.dtype}){mfu}")
-    print(f"checkpoint (best val loss {result.best_val_loss:.4f}): {result.checkpoint_path}")
+    whole_split = evaluate_split(model, val_ids, config.block_size,
+                                 amp_dtype=resolve_amp_dtype(config, device))
+    print(f"val loss on the whole validation split ({(len(val_ids) - 1) // config.block_size:,} windows "
+          f"of {config.block_size}): {whole_split:.4f}")
+    summary = _write_summary(pathlib.Path(config.out_dir), args.preset, config, result, device, whole_split)
+    print(f"checkpoint (best val loss {result.best_val_loss:.4f}): {result.checkpoint_path}; summary: {summary}")
     print(f"final val_loss {result.final_val_loss:.4f}")
     return 0
+
+
+def _write_summary(out_dir: pathlib.Path, preset: str, config, result, device, whole_split: float) -> pathlib.Path:
+    """``<out>/summary.json``: what ran where and what it measured, for benchmarks/results."""
+    import dataclasses
+    import datetime
+    import json
+    import os
+
+    import torch
+
+    from transformer_core.bench import device_name
+
+    summary = {"preset": preset, "device": device_name(device), "torch": torch.__version__,
+               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+               "config": dataclasses.asdict(config),
+               **{key: value for key, value in dataclasses.asdict(result).items() if key != "iter_losses"},
+               "val_loss_whole_split": whole_split}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "summary.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

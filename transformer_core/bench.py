@@ -9,6 +9,11 @@ Two measurements the course makes claims about:
 2. **KV cache**: greedy generation with and without the cache for a GPT-2-like
    ``DecoderOnlyLM`` (6 layers, 6 heads, width 384, vocabulary 50304, float32, a 16-token prompt),
    with the speed-up and a check that both produce identical tokens.
+3. **Training step**: forward, backward, gradient clipping and a fused AdamW step of a GPT, timed
+   after warm-up, as tokens/s, achieved TFLOP/s and model FLOPs utilisation (MFU) against the
+   device's peak. On a GPU the model has GPT-2 small's shape (12 layers, 12 heads, width 768,
+   context 1024, vocabulary 50304) under bf16 autocast (fp16 on GPUs without bf16) and
+   ``torch.compile``; on a CPU a small GPT keeps the run short (no MFU: CPUs have no peak table).
 
 Results are printed as a Markdown table and stored as JSON and Markdown under
 ``benchmarks/results/<device-name>[-quick].{json,md}`` so that runs on different machines can be
@@ -39,6 +44,7 @@ __all__ = [
     "naive_causal_attention",
     "bench_attention",
     "bench_generation",
+    "bench_train_step",
     "device_name",
     "run_benchmarks",
     "format_markdown",
@@ -46,9 +52,17 @@ __all__ = [
 ]
 
 FULL = {"seq_lens": (128, 256, 512, 1024), "batch_size": 4, "new_tokens": 512, "min_run_time": 0.5,
-        "repeats": 3}
+        "repeats": 3, "train_steps": 20}
 QUICK = {"seq_lens": (128, 256, 512), "batch_size": 1, "new_tokens": 64, "min_run_time": 0.1,
-         "repeats": 1}
+         "repeats": 1, "train_steps": 3}
+
+# The model of the training-step benchmark: GPT-2 small's shape on a GPU, a small GPT on a CPU
+# (a GPT-2-small step takes tens of seconds there). Vocabulary 50304 = 50257 rounded up to a
+# multiple of 64, as nanoGPT does, so the output matmul tiles evenly.
+TRAIN_STEP_SHAPES = {
+    "gpt2-small": {"n_layers": 12, "n_heads": 12, "d_model": 768, "block_size": 1024, "batch_size": 16},
+    "cpu-small": {"n_layers": 4, "n_heads": 4, "d_model": 256, "block_size": 256, "batch_size": 4},
+}
 
 
 def naive_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -146,6 +160,101 @@ def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: in
             "identical": bool(torch.equal(outputs[True], outputs[False]))}
 
 
+def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup_steps: int = 3,
+                     device: str | torch.device | None = None, dtype: str = "auto",
+                     compile: bool | None = None, vocab_size: int = 50304, seed: int = 0,
+                     progress: bool = True) -> dict:
+    """Time full training steps of a GPT on random tokens and report throughput and MFU.
+
+    One step is what :func:`transformer_core.train.train` does per iteration: forward and loss
+    under autocast, backward, gradient-norm clipping to 1.0, a fused AdamW update, zeroing the
+    gradients. Dropout is 0 (as in the MFU figures of nanoGPT and PaLM); attention takes the fused
+    ``is_causal`` path (FlashAttention on recent GPUs).
+
+    Args:
+        shape: a key of :data:`TRAIN_STEP_SHAPES` or a dict with ``n_layers``, ``n_heads``,
+            ``d_model``, ``block_size``, ``batch_size``; ``None`` picks ``"gpt2-small"`` on CUDA and
+            ``"cpu-small"`` elsewhere.
+        steps: timed steps (after ``warmup_steps`` untimed ones, which also absorb compilation).
+        device: defaults to ``pick_device()``.
+        dtype: ``"auto"`` (:func:`~transformer_core.device.autocast_dtype`), ``"float32"``,
+            ``"bfloat16"`` or ``"float16"`` (CUDA only, with a ``GradScaler``).
+        compile: wrap the model in ``torch.compile``; ``None`` means on CUDA only.
+        vocab_size: vocabulary (default GPT-2's, padded to 50304).
+
+    Returns:
+        ``shape`` (the dict used), ``n_params``, ``dtype``, ``compiled``, ``ms_per_step`` (median),
+        ``tokens_per_s``, ``flops_per_token`` (``6 N + 12 L d T``,
+        :func:`~transformer_core.complexity.flops_per_token`), ``achieved_tflops``,
+        ``peak_tflops`` and ``mfu`` (``None`` where the peak is unknown), ``peak_memory_gb``
+        (CUDA only, else ``None``), ``first_loss`` and ``last_loss`` (the loss must fall on a
+        repeated batch: a sanity check that the step really trains).
+    """
+    from transformer_core import complexity
+    from transformer_core.device import peak_flops
+    from transformer_core.train import TrainConfig, build_model, configure_optimizer, resolve_amp_dtype
+
+    device = pick_device(device)
+    if shape is None:
+        shape = "gpt2-small" if device.type == "cuda" else "cpu-small"
+    if isinstance(shape, str):
+        if shape not in TRAIN_STEP_SHAPES:
+            raise ValueError(f"bench_train_step: unknown shape {shape!r}; choose one of "
+                             f"{sorted(TRAIN_STEP_SHAPES)} or pass a dict")
+        shape = TRAIN_STEP_SHAPES[shape]
+    if steps < 1 or warmup_steps < 0:
+        raise ValueError(f"bench_train_step: need steps >= 1 and warmup_steps >= 0, got {steps}, {warmup_steps}")
+    compiled = device.type == "cuda" if compile is None else bool(compile)
+    config = TrainConfig(**shape, dropout=0.0, dtype=dtype, compile=compiled, max_iters=steps)
+    seed_everything(seed)
+    model = build_model(config, vocab_size).to(device).train()
+    amp_dtype = resolve_amp_dtype(config, device)
+    forward = torch.compile(model) if compiled else model
+    optimizer = configure_optimizer(model, config, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
+    generator = torch.Generator().manual_seed(seed)
+    x, y = (torch.randint(vocab_size, (config.batch_size, config.block_size), generator=generator).to(device)
+            for _ in range(2))
+
+    def step() -> torch.Tensor:
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            _, loss = forward(x, y)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    first_loss = None
+    for _ in tqdm(range(warmup_steps), desc="train step (warm-up)", disable=not progress, leave=False):
+        loss = step()
+        first_loss = first_loss if first_loss is not None else loss.item()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times = []
+    for _ in tqdm(range(steps), desc="train step", disable=not progress, leave=False):
+        _sync(device)
+        start = time.perf_counter()
+        loss = step()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+        first_loss = first_loss if first_loss is not None else loss.item()
+    seconds = statistics.median(times)
+    tokens_per_s = config.batch_size * config.block_size / seconds
+    fpt = float(complexity.flops_per_token(model.config, config.block_size, training=True))
+    peak = peak_flops(device, amp_dtype or torch.float32)
+    return {"shape": dict(shape), "n_params": sum(p.numel() for p in model.parameters()),
+            "dtype": str(amp_dtype or torch.float32).removeprefix("torch."), "compiled": compiled,
+            "ms_per_step": seconds * 1e3, "tokens_per_s": tokens_per_s, "flops_per_token": fpt,
+            "achieved_tflops": tokens_per_s * fpt / 1e12,
+            "peak_tflops": peak / 1e12 if peak else None,
+            "mfu": complexity.mfu(tokens_per_s, fpt, peak) if peak else None,
+            "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+            "first_loss": first_loss, "last_loss": loss.item()}
+
+
 def device_name(device: str | torch.device | None = None) -> str:
     """A readable name of the hardware: the GPU's name, or the CPU's model and thread count."""
     device = pick_device(device)
@@ -164,17 +273,19 @@ def device_name(device: str | torch.device | None = None) -> str:
 
 def run_benchmarks(*, quick: bool = False, device: str | torch.device | None = None,
                    progress: bool = True) -> dict:
-    """Run both benchmarks (``quick``: shorter sequences, batch 1, 64 new tokens) and return the results."""
+    """Run the three benchmarks (``quick``: shorter sequences, batch 1, 64 new tokens, 3 training
+    steps) and return the results."""
     device = pick_device(device)
     settings = QUICK if quick else FULL
     attention = bench_attention(settings["seq_lens"], batch_size=settings["batch_size"], device=device,
                                 min_run_time=settings["min_run_time"], progress=progress)
     generation = bench_generation(settings["new_tokens"], repeats=settings["repeats"], device=device)
+    train_step = bench_train_step(steps=settings["train_steps"], device=device, progress=progress)
     return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "quick": quick,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-            "attention": attention, "generation": generation}
+            "attention": attention, "generation": generation, "train_step": train_step}
 
 
 def format_markdown(results: dict) -> str:
@@ -198,7 +309,26 @@ def format_markdown(results: dict) -> str:
               f"| on | {gen['cached_s']:.3f} | {gen['cached_tokens_per_s']:.1f} |",
               f"| off | {gen['uncached_s']:.3f} | {gen['uncached_tokens_per_s']:.1f} |", "",
               f"Speed-up from the cache: {gen['speedup']:.2f}x; identical tokens: {gen['identical']}.", ""]
+    if "train_step" in results:
+        lines += _train_step_markdown(results["train_step"])
     return "\n".join(lines)
+
+
+def _train_step_markdown(step: dict) -> list[str]:
+    shape = step["shape"]
+    def optional(value, fmt):
+        return "n/a" if value is None else format(value, fmt)
+    return ["## Training step (forward, backward, clip, fused AdamW)", "",
+            f"{shape['n_layers']} layers x {shape['d_model']}, {shape['n_heads']} heads, context "
+            f"{shape['block_size']}, batch {shape['batch_size']}, {step['n_params'] / 1e6:.1f}M parameters, "
+            f"{step['dtype']}{', torch.compile' if step['compiled'] else ''}; FLOPs per token "
+            f"6N + 12LdT = {step['flops_per_token'] / 1e6:.1f}M", "",
+            "| ms/step | tokens/s | achieved TFLOP/s | peak TFLOP/s | MFU | peak memory (GB) |",
+            "|---:|---:|---:|---:|---:|---:|",
+            f"| {step['ms_per_step']:.1f} | {step['tokens_per_s']:,.0f} | {step['achieved_tflops']:.2f} "
+            f"| {optional(step['peak_tflops'], '.0f')} | {optional(step['mfu'], '.1%')} "
+            f"| {optional(step['peak_memory_gb'], '.1f')} |", "",
+            f"Loss on the repeated batch: {step['first_loss']:.3f} -> {step['last_loss']:.3f}.", ""]
 
 
 def save_results(results: dict, out_dir: str | os.PathLike = "benchmarks/results") -> tuple[pathlib.Path, pathlib.Path]:

@@ -49,9 +49,12 @@ __all__ = [
     "TrainResult",
     "Checkpoint",
     "lr_at",
+    "resolve_amp_dtype",
     "build_model",
     "configure_optimizer",
     "evaluate",
+    "evaluate_split",
+    "sequential_batches",
     "train",
     "save_checkpoint",
     "load_checkpoint",
@@ -276,7 +279,12 @@ class TrainResult:
     stopped_early: bool = False
 
 
-def _resolve_amp(config: TrainConfig, device: torch.device) -> torch.dtype | None:
+def resolve_amp_dtype(config: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype ``config.dtype`` asks for on ``device`` (``None`` = plain float32).
+
+    Raises:
+        ValueError: ``float16`` off CUDA (it needs a ``GradScaler``, which this loop only uses on GPUs).
+    """
     if config.dtype == "auto":
         return autocast_dtype(device)
     dtype = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}[config.dtype]
@@ -325,6 +333,48 @@ def evaluate(model: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Ten
     return total.item() / len(batches)
 
 
+def sequential_batches(ids: torch.Tensor, block_size: int, batch_size: int = 64, *,
+                       device: str | torch.device = "cpu") -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Cut a whole token stream into non-overlapping windows, so that every token is predicted once.
+
+    ``evaluate(model, sequential_batches(val_ids, T))`` is the loss on the entire split, free of
+    the sampling noise of a few random batches (each token is predicted from the start of its
+    window, so with the same ``T`` it reads slightly higher than a sliding evaluation would).
+
+    Args:
+        ids: token ids, shape ``(N,)`` with ``N > block_size``.
+        block_size: window length ``T``.
+        batch_size: windows per batch (the last batch may be smaller).
+
+    Returns:
+        A list of ``(x, y)`` with ``x, y`` of shape ``(b, T)`` and ``y`` = ``x`` shifted by one;
+        ``(N - 1) // T`` windows in all (the tail that does not fill a window is left out).
+    """
+    if ids.dim() != 1 or len(ids) <= block_size:
+        raise ValueError(f"sequential_batches: need a 1-D stream longer than block_size={block_size}, "
+                         f"got shape {tuple(ids.shape)}")
+    n_windows = (len(ids) - 1) // block_size
+    x = ids[:n_windows * block_size].view(n_windows, block_size)
+    y = ids[1:n_windows * block_size + 1].view(n_windows, block_size)
+    return [(x[i:i + batch_size].to(device), y[i:i + batch_size].to(device))
+            for i in range(0, n_windows, batch_size)]
+
+
+@torch.no_grad()
+def evaluate_split(model: torch.nn.Module, ids: torch.Tensor, block_size: int, *, batch_size: int = 64,
+                   amp_dtype: torch.dtype | None = None) -> float:
+    """Mean next-token loss over a whole split, every token once (weighted by tokens, not batches).
+
+    Shapes:
+        ids ``(N,)``; the model is evaluated where its parameters live.
+    """
+    device = next(model.parameters()).device
+    batches = sequential_batches(ids.long(), block_size, batch_size, device=device)
+    weights = [len(x) for x, _ in batches]
+    losses = [evaluate(model, [batch], amp_dtype=amp_dtype) for batch in batches]
+    return sum(w * loss for w, loss in zip(weights, losses)) / sum(weights)
+
+
 def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: torch.Tensor | BatchFn,
           config: TrainConfig, *, device: str | torch.device | None = None, progress: bool = True,
           callback: Callable[[dict], bool | None] | None = None,
@@ -351,7 +401,7 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     device = pick_device(device)
     if config.num_threads is not None and device.type == "cpu":
         torch.set_num_threads(config.num_threads)
-    amp_dtype = _resolve_amp(config, device)
+    amp_dtype = resolve_amp_dtype(config, device)
     model.to(device)
     model.train()
     fwd = torch.compile(model) if config.compile else model
