@@ -74,6 +74,29 @@ def test_training_on_reverse_task_lowers_the_loss():
     assert result.final_val_loss == last and result.best_val_loss <= last
 
 
+def test_bfloat16_autocast_trains_like_float32():
+    """The mixed-precision path GPUs take (autocast to bf16), run on the CPU: same recipe, loss
+    falls about as far as in float32, and the result says which dtype ran."""
+    config = train.PRESETS["tiny"].replace(block_size=12, batch_size=32, max_iters=60, eval_interval=30,
+                                           eval_iters=2, learning_rate=3e-3, warmup_iters=5)
+    results = {}
+    for dtype in ("float32", "bfloat16"):
+        seed_everything(0)
+        model = train.build_model(config.replace(dtype=dtype), vocab_size=9)
+        results[dtype] = train.train(model, _reverse_batches(), _reverse_batches(), config.replace(dtype=dtype),
+                                     device="cpu", progress=False)
+    assert results["bfloat16"].dtype == "bfloat16" and results["float32"].dtype == "float32"
+    for result in results.values():
+        assert result.history["val_loss"][-1] < result.history["val_loss"][0] - 0.2
+    assert abs(results["bfloat16"].final_val_loss - results["float32"].final_val_loss) < 0.15
+    assert next(model.parameters()).dtype == torch.float32      # autocast keeps float32 master weights
+
+
+def test_float16_needs_a_gpu():
+    config = train.PRESETS["tiny"].replace(dtype="float16")
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        train.resolve_amp_dtype(config, torch.device("cpu"))
+
 def test_callback_can_stop_training_early():
     config = train.PRESETS["tiny"].replace(max_iters=50, eval_interval=10)
     seed_everything(0)
