@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 JOBS ?= 2
 
-.PHONY: setup book site-assets exercises normalize test bench clean
+.PHONY: setup book site-assets exercises normalize test bench gpu-results clean
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,10 @@ test: setup
 
 bench: setup
 	$(PY) -m transformer_core bench
+
+# On a GPU machine: the benchmarks, the capstone preset and notebook times, into benchmarks/results/.
+gpu-results: setup
+	DATA="$(DATA)" PY=$(PY) bash benchmarks/gpu_results.sh
 
 clean:
 	rm -rf _build .pytest_cache

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Every number the course reports for a GPU, in one command, recorded under benchmarks/results/:
+#   1. the benchmark tables (attention, KV cache, a GPT-2-small training step with its MFU);
+#   2. the capstone's GPU preset on Tiny Shakespeare (validation loss, tokens/s, MFU, wall time);
+#   3. every chapter and solution notebook executed on this device.
+#
+#   DATA=path/to/tinyshakespeare.txt bash benchmarks/gpu_results.sh     # or `make gpu-results DATA=...`
+#
+# DATA defaults to the checked download (needs the internet). PRESET and BENCH_ARGS exist so the
+# script can be smoke-tested on a CPU:
+#   PRESET=tiny BENCH_ARGS=--quick NOTEBOOKS=0 RESULTS=/tmp/r DATA=offline bash benchmarks/gpu_results.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+PRESET=${PRESET:-shakespeare-gpu}
+DATA=${DATA:-}
+BENCH_ARGS=${BENCH_ARGS:-}
+NOTEBOOKS=${NOTEBOOKS:-1}
+RESULTS=${RESULTS:-benchmarks/results}
+
+$PY -m transformer_core bench $BENCH_ARGS --out "$RESULTS"
+
+slug=$($PY -c "import re; from transformer_core.bench import device_name; print(re.sub(r'[^a-z0-9]+', '-', device_name().lower()).strip('-'))")
+run_dir=runs/$PRESET
+$PY -m transformer_core train --preset "$PRESET" ${DATA:+--data "$DATA"} --out "$run_dir" --quiet \
+    | tee "$RESULTS/train-$PRESET-$slug.log"
+cp "$run_dir/summary.json" "$RESULTS/train-$PRESET-$slug.json"
+
+if [ "$NOTEBOOKS" = 1 ]; then
+    $PY benchmarks/notebook_times.py
+fi
+echo "recorded under $RESULTS/ (device: $slug)"
