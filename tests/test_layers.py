@@ -12,7 +12,20 @@ from transformer_core.layers import DecoderLayer, EncoderLayer, FeedForward, Lay
 ATOL, RTOL = 1e-5, 1e-4
 
 
-def test_layernorm_matches_torch():
+def _layernorm_formula(x, weight=None, bias=None, eps=1e-5):
+    """The definition, in float64: biased variance, eps inside the square root."""
+    x = x.double()
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    y = (x - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight.double()
+    if bias is not None:
+        y = y + bias.double()
+    return y.float()
+
+
+def test_layernorm_matches_the_formula_and_torch():
     torch.manual_seed(0)
     ours, theirs = LayerNorm(10, eps=1e-3), nn.LayerNorm(10, eps=1e-3)
     with torch.no_grad():
@@ -20,6 +33,8 @@ def test_layernorm_matches_torch():
             module.weight.copy_(torch.linspace(0.5, 2.0, 10))
             module.bias.copy_(torch.linspace(-1.0, 1.0, 10))
     x = torch.randn(3, 4, 10) * 5 + 2
+    expected = _layernorm_formula(x, ours.weight, ours.bias, eps=1e-3)
+    torch.testing.assert_close(ours(x), expected, atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(ours(x), theirs(x), atol=ATOL, rtol=RTOL)
 
 
@@ -27,8 +42,22 @@ def test_layernorm_without_affine_and_tiny_variance():
     ours = LayerNorm(6, eps=1e-5, elementwise_affine=False)
     assert list(ours.parameters()) == []
     x = (torch.arange(12.0).view(2, 6) % 6 - 2.5) * 1e-3  # variance 2.9e-6, below eps
-    torch.testing.assert_close(ours(x), F.layer_norm(x, (6,), eps=1e-5), atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(ours(x), _layernorm_formula(x, eps=1e-5), atol=ATOL, rtol=RTOL)
 
+
+def test_layernorm_gradients_match_the_formula():
+    torch.manual_seed(1)
+    ours = LayerNorm(7, bias=False)
+    with torch.no_grad():
+        ours.weight.copy_(torch.linspace(0.5, 1.5, 7))
+    x = torch.randn(2, 3, 7, requires_grad=True)
+    upstream = torch.randn(2, 3, 7)
+    (ours(x) * upstream).sum().backward()
+    x_ref = x.detach().clone().requires_grad_(True)
+    weight_ref = ours.weight.detach().clone().requires_grad_(True)
+    (_layernorm_formula(x_ref, weight_ref) * upstream).sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad, atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(ours.weight.grad, weight_ref.grad, atol=ATOL, rtol=RTOL)
 
 
 def test_layernorm_without_bias_matches_torch():
@@ -39,6 +68,7 @@ def test_layernorm_without_bias_matches_torch():
         for module in (ours, theirs):
             module.weight.copy_(torch.linspace(0.5, 2.0, 10))
     x = torch.randn(3, 4, 10) * 5 + 2
+    torch.testing.assert_close(ours(x), _layernorm_formula(x, ours.weight), atol=ATOL, rtol=RTOL)
     torch.testing.assert_close(ours(x), theirs(x), atol=ATOL, rtol=RTOL)
 
 
