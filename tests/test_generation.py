@@ -17,17 +17,21 @@ def _probs(logits):
     return torch.softmax(logits.double(), dim=-1)
 
 
-def _tiny_lm(position="learned", *, vocab_size=13, max_len=16, seed=0):
-    """A tiny random GPT whose weights are large enough that its next-token distributions are
+def _peaked(model):
+    """Re-draw every weight with std 0.3, large enough that the next-token distributions are
     peaked (no near-ties between the best tokens, so float rounding cannot flip an arg-max)."""
-    torch.manual_seed(seed)
-    config = TransformerConfig(vocab_size=vocab_size, d_model=32, n_heads=4, n_layers=2,
-                               max_len=max_len, position=position, dropout=0.1)
-    model = DecoderOnlyLM(config)
     with torch.no_grad():
         for parameter in model.parameters():
             nn.init.normal_(parameter, std=0.3)
     return model
+
+
+def _tiny_lm(position="learned", *, vocab_size=13, max_len=16, seed=0):
+    """A tiny random GPT with peaked next-token distributions."""
+    torch.manual_seed(seed)
+    config = TransformerConfig(vocab_size=vocab_size, d_model=32, n_heads=4, n_layers=2,
+                               max_len=max_len, position=position, dropout=0.1)
+    return _peaked(DecoderOnlyLM(config))
 
 
 # ------------------------------------------------------------------------------ temperature
@@ -332,3 +336,57 @@ def test_beam_search_rejects_batches_and_restores_mode():
         beam_search(model, torch.zeros(1, 3, dtype=torch.long), beam_size=0, max_new_tokens=2)
     beam_search(model, torch.zeros(1, 3, dtype=torch.long), beam_size=2, max_new_tokens=2)
     assert model.training
+
+
+# ------------------------------------------------------------------------------ encoder-decoder
+
+def _tiny_seq2seq(seed=0):
+    from transformer_core.models import EncoderDecoderModel
+    torch.manual_seed(seed)
+    config = TransformerConfig(vocab_size=11, src_vocab_size=9, d_model=32, n_heads=4, n_layers=2,
+                               max_len=12, dropout=0.1)
+    return _peaked(EncoderDecoderModel(config))
+
+
+def test_seq2seq_generation_matches_a_full_forward_loop_with_and_without_cache():
+    model = _tiny_seq2seq()
+    src = torch.randint(0, 9, (3, 7), generator=torch.Generator().manual_seed(1))
+    src_mask = torch.tensor([[1] * 7, [1] * 5 + [0] * 2, [1] * 3 + [0] * 4])
+    start = torch.zeros(3, 1, dtype=torch.long)
+    model.eval()
+    tokens = start
+    with torch.no_grad():
+        for _ in range(15):                         # past max_len = 12: the sliding window too
+            logits, _ = model(src, tokens[:, -12:], src_mask=src_mask)
+            tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    model.train()
+    for use_cache in (True, False):
+        out = generate(model, start, 15, src=src, src_mask=src_mask, use_cache=use_cache)
+        assert torch.equal(out, tokens), f"use_cache={use_cache}"
+    assert model.training
+
+
+def test_seq2seq_beam_of_one_is_greedy_and_the_source_is_encoded_once():
+    model = _tiny_seq2seq(seed=2)
+    src = torch.tensor([[3, 1, 4, 1, 5]])
+    start = torch.zeros(1, 1, dtype=torch.long)
+    encoded = []
+    hook = model.transformer.encoder_layers[0].register_forward_hook(lambda *args: encoded.append(1))
+    greedy = generate(model, start, 6, src=src)
+    assert len(encoded) == 1
+    (best,) = beam_search(model, start, beam_size=1, max_new_tokens=6, src=src)
+    hook.remove()
+    assert torch.equal(best.tokens, greedy[0]) and len(encoded) == 2
+
+
+def test_seq2seq_generation_explains_a_missing_or_misplaced_source():
+    model, lm = _tiny_seq2seq(), _tiny_lm()
+    start = torch.zeros(2, 1, dtype=torch.long)
+    with pytest.raises(ValueError, match="encoder-decoder model: pass the source ids as src"):
+        generate(model, start, 3)
+    with pytest.raises(ValueError, match="decoder-only: put the whole context into idx"):
+        generate(lm, start, 3, src=torch.ones(2, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="src has 1 rows but idx has 2"):
+        generate(model, start, 3, src=torch.ones(1, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="src must hold one source"):
+        beam_search(model, start[:1], beam_size=2, max_new_tokens=3, src=torch.ones(2, 4, dtype=torch.long))

@@ -238,6 +238,33 @@ def _max_len(model) -> int:
     return config.max_len
 
 
+def _decoder(model, src: torch.Tensor | None, src_mask: torch.Tensor | None):
+    """A function ``(tokens (B, T), cache=None) -> logits (B, T, V)`` for ``model``.
+
+    A decoder-only LM is called directly. For an encoder-decoder model (one with ``encode``), the
+    source is encoded once here and every call decodes against that memory; a source of batch 1
+    is broadcast to the batch of ``tokens`` (beam search keeps several beams of one source).
+    """
+    is_seq2seq = hasattr(model, "encode") and hasattr(model, "decode")
+    if src is None:
+        if is_seq2seq:
+            raise ValueError(f"{type(model).__name__} is an encoder-decoder model: pass the source ids as "
+                             f"src=... (B, S); idx holds the start of the target (e.g. a BOS token)")
+        return lambda tokens, cache=None: model(tokens, cache=cache)[0]
+    if not is_seq2seq:
+        raise ValueError(f"src is the source sentence of an encoder-decoder model, but {type(model).__name__} "
+                         f"is decoder-only: put the whole context into idx instead")
+    _check_prompt(src, "src")
+    memory = model.encode(src, src_mask=src_mask)                          # (B_src, S, d), once
+
+    def decode(tokens, cache=None):
+        rows = tokens.shape[0]
+        source = memory if memory.shape[0] == rows else memory.expand(rows, -1, -1)
+        mask = src_mask if src_mask is None or src_mask.shape[0] == rows else src_mask.expand(rows, -1)
+        return model.decode(tokens, source, src_mask=mask, cache=cache)
+    return decode
+
+
 @torch.no_grad()
 def generate(
     model,
@@ -251,8 +278,11 @@ def generate(
     use_cache: bool = True,
     eos_token_id: int | None = None,
     generator: torch.Generator | None = None,
+    src: torch.Tensor | None = None,
+    src_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Continue each prompt by ``max_new_tokens`` tokens with a decoder-only language model.
+    """Continue each prompt by ``max_new_tokens`` tokens with a decoder-only language model, or
+    generate a target from a source with an encoder-decoder model (``src``).
 
     Every step turns the logits of the last position into one token with :func:`sample_next_token`
     and appends it.
@@ -273,10 +303,15 @@ def generate(
     The model runs in eval mode (no dropout) under ``torch.no_grad()``; its previous train/eval
     mode is restored afterwards, also when an error is raised.
 
+    With an :class:`~transformer_core.models.EncoderDecoderModel`, the source ``src`` is encoded
+    once, ``idx`` is the start of the target (usually one BOS token per row), and the cache also
+    keeps each decoder layer's cross-attention keys and values of the source.
+
     Args:
         model: a :class:`~transformer_core.models.DecoderOnlyLM` (``model(idx, cache=...)`` returns
-            ``(logits, loss)``; ``model.new_cache(batch_size, max_len)`` gives a KV cache).
-        idx: prompt token ids.
+            ``(logits, loss)``; ``model.new_cache(batch_size, max_len)`` gives a KV cache), or an
+            :class:`~transformer_core.models.EncoderDecoderModel` together with ``src``.
+        idx: prompt token ids (the target's first tokens for an encoder-decoder model).
         max_new_tokens: number of tokens to generate, ``>= 0``.
         do_sample: sample instead of greedy arg-max.
         temperature: see :func:`temperature_scale` (sampling only).
@@ -286,13 +321,15 @@ def generate(
         eos_token_id: end-of-sequence token. A sequence that produced it keeps receiving it (as
             padding), and generation stops early once every sequence has produced it.
         generator: random number generator for reproducible sampling.
+        src: source token ids, for an encoder-decoder model only.
+        src_mask: True/1 on the real (non-padding) source tokens.
 
     Returns:
         The prompts followed by the generated tokens.
 
     Shapes:
         idx ``(B, T)`` -> ``(B, T + n)`` with ``n = max_new_tokens``, or fewer when every sequence
-        reached ``eos_token_id`` early.
+        reached ``eos_token_id`` early; src and src_mask ``(B, S)``.
 
     Example:
         >>> out = generate(model, torch.tensor([[1, 2, 3]]), 5)  # greedy, with the KV cache
@@ -304,9 +341,13 @@ def generate(
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
     max_len = _max_len(model)
     batch_size, prompt_len = idx.shape
+    if src is not None and src.dim() == 2 and src.shape[0] != batch_size:
+        raise ValueError(f"generate: src has {src.shape[0]} rows but idx has {batch_size}; give one "
+                         f"target start per source")
     was_training = model.training
     model.eval()
     try:
+        forward = _decoder(model, src, src_mask)
         tokens = idx
         finished = torch.zeros(batch_size, dtype=torch.bool, device=idx.device)
         cache = None
@@ -317,10 +358,10 @@ def generate(
         next_input = tokens
         for _ in range(max_new_tokens):
             if cache is not None and cache.length + next_input.shape[1] <= cache.max_len:
-                logits, _ = model(next_input, cache=cache)                  # (B, T_new, V)
+                logits = forward(next_input, cache=cache)                   # (B, T_new, V)
             else:
                 cache = None
-                logits, _ = model(tokens[:, -max_len:])                     # (B, <=max_len, V)
+                logits = forward(tokens[:, -max_len:])                      # (B, <=max_len, V)
             next_token = sample_next_token(logits[:, -1, :], do_sample=do_sample, temperature=temperature,
                                            top_k=top_k, top_p=top_p, generator=generator)  # (B,)
             if eos_token_id is not None:
@@ -359,6 +400,8 @@ def beam_search(
     max_new_tokens: int,
     length_penalty: float = 1.0,
     eos_token_id: int | None = None,
+    src: torch.Tensor | None = None,
+    src_mask: torch.Tensor | None = None,
 ) -> list[BeamHypothesis]:
     """Beam search: keep the ``beam_size`` most probable continuations at every step.
 
@@ -380,19 +423,23 @@ def beam_search(
     float64.
 
     Args:
-        model: a :class:`~transformer_core.models.DecoderOnlyLM`.
+        model: a :class:`~transformer_core.models.DecoderOnlyLM`, or an
+            :class:`~transformer_core.models.EncoderDecoderModel` together with ``src`` (the source
+            is encoded once and shared by all beams; ``idx`` is the start of the target).
         idx: one prompt.
         beam_size: number of beams, ``>= 1``.
         max_new_tokens: maximum number of generated tokens, ``>= 1``.
         length_penalty: exponent of the length normalisation.
         eos_token_id: token that ends a hypothesis (``None``: all hypotheses have
             ``max_new_tokens`` tokens).
+        src, src_mask: the source ids and its real-token mask, for an encoder-decoder model.
 
     Returns:
         Up to ``beam_size`` :class:`BeamHypothesis`, best score first.
 
     Shapes:
-        idx ``(1, T)`` or ``(T,)``; each hypothesis's ``tokens`` is ``(T + n,)``, ``n <= max_new_tokens``.
+        idx ``(1, T)`` or ``(T,)``; src and src_mask ``(1, S)``; each hypothesis's ``tokens`` is
+        ``(T + n,)``, ``n <= max_new_tokens``.
 
     Example:
         >>> best = beam_search(model, torch.tensor([[1, 2]]), beam_size=4, max_new_tokens=5)[0]
@@ -417,14 +464,17 @@ def beam_search(
     def score(log_prob: float, n_generated: int) -> float:
         return log_prob / n_generated ** length_penalty
 
+    if src is not None and src.dim() == 2 and src.shape[0] != 1:
+        raise ValueError(f"beam_search: src must hold one source (batch size 1), got {src.shape[0]}")
     was_training = model.training
     model.eval()
     try:
+        forward = _decoder(model, src, src_mask)
         alive = idx                                                         # (n_alive, T + step)
         alive_log_probs = torch.zeros(1, dtype=torch.float64, device=idx.device)  # (n_alive,)
         finished: list[BeamHypothesis] = []
         for step in range(1, max_new_tokens + 1):
-            logits, _ = model(alive[:, -max_len:])
+            logits = forward(alive[:, -max_len:])
             log_probs = F.log_softmax(logits[:, -1, :].double(), dim=-1)    # (n_alive, V)
             vocab_size = log_probs.shape[-1]
             candidates = (alive_log_probs[:, None] + log_probs).flatten()   # (n_alive * V,)
