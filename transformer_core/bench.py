@@ -117,7 +117,7 @@ def bench_attention(seq_lens=FULL["seq_lens"], *, batch_size: int = 4, n_heads: 
 
 def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: int = 3,
                      device: str | torch.device | None = None, seed: int = 0, vocab_size: int = 50304,
-                     d_model: int = 384, n_heads: int = 6, n_layers: int = 6) -> dict:
+                     d_model: int = 384, n_heads: int = 6, n_layers: int = 6, progress: bool = True) -> dict:
     """Time greedy generation with and without the KV cache for a GPT (float32).
 
     The defaults are the capstone's model: 6 layers, 6 heads, width 384, GPT-2's padded vocabulary
@@ -143,7 +143,8 @@ def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: in
         for use_cache in (True, False):
             generate(model, prompt, min(8, new_tokens), use_cache=use_cache)     # warm-up
             runs = []
-            for _ in range(repeats):
+            label = "generation, cached" if use_cache else "generation, uncached"
+            for _ in tqdm(range(repeats), desc=label, disable=not progress, leave=False):
                 _sync(device)
                 start = time.perf_counter()
                 outputs[use_cache] = generate(model, prompt, new_tokens, use_cache=use_cache)
@@ -279,7 +280,8 @@ def run_benchmarks(*, quick: bool = False, device: str | torch.device | None = N
     settings = QUICK if quick else FULL
     attention = bench_attention(settings["seq_lens"], batch_size=settings["batch_size"], device=device,
                                 min_run_time=settings["min_run_time"], progress=progress)
-    generation = bench_generation(settings["new_tokens"], repeats=settings["repeats"], device=device)
+    generation = bench_generation(settings["new_tokens"], repeats=settings["repeats"], device=device,
+                                  progress=progress)
     train_step = bench_train_step(steps=settings["train_steps"], device=device, progress=progress)
     return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "quick": quick,
