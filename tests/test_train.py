@@ -170,3 +170,19 @@ def test_sequential_batches_cover_every_token_once_and_evaluate_split_weights_by
             return None, y.float().mean()
 
     assert train.evaluate_split(Constant(), ids, 5, batch_size=3) == pytest.approx(10.5)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_training_forward_compiles_to_one_graph(dropout):
+    """torch.compile (used on GPUs) fuses a model only between graph breaks; a break in the
+    training forward (a Python-side branch on tensor values, a .item(), an unsupported call)
+    would split it and cost speed on every step. Dynamo's tracer runs on the CPU."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    config = train.PRESETS["tiny"].replace(dropout=dropout)
+    model = train.build_model(config, vocab_size=20).train()
+    x = torch.randint(20, (2, config.block_size))
+    explanation = torch._dynamo.explain(model)(x, x)
+    assert explanation.graph_break_count == 0, [str(b.reason) for b in explanation.break_reasons]
+    assert explanation.graph_count == 1
