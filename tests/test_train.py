@@ -45,7 +45,12 @@ def test_presets_follow_the_recipes():
     gpu = train.PRESETS["shakespeare-gpu"]
     assert (gpu.n_layers, gpu.n_heads, gpu.d_model, gpu.block_size, gpu.batch_size, gpu.max_iters) == \
         (6, 6, 384, 256, 64, 5000)
-    assert gpu.dropout == 0.2 and gpu.dtype == "auto"
+    assert gpu.dropout == 0.2 and gpu.dtype == "auto" and gpu.model_options == {"bias": False}
+    gpu_model = train.build_model(gpu, vocab_size=65)
+    L, d, V = gpu.n_layers, gpu.d_model, 65                 # without biases: 12 L d^2 in the blocks,
+    expected = 12 * L * d * d + V * d + (2 * L + 1) * d      # the tied table, 2L + 1 LayerNorm gains
+    position_table = gpu.block_size * d                     # nanoGPT's "10.65M" leaves it out
+    assert sum(p.numel() for p in gpu_model.parameters()) - position_table == expected == 10_646_784
     assert "tiny" in train.PRESETS
     with pytest.raises(ValueError, match="divisible"):
         train.TrainConfig(d_model=30, n_heads=4)
