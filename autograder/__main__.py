@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
                            help="notebooks to process (default: all course notebooks)")
     normalize.add_argument("--check", action="store_true",
                            help="change nothing; list the files not in normal form and exit 1 if any")
+    normalize.add_argument("--repoint", action="store_true",
+                           help="also point every setup cell and Colab badge at the repository and branch "
+                                "in _config.yml (after forking); run `generate` afterwards")
 
     grade = commands.add_parser(
         "grade", help="autograde submissions",
@@ -60,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     validate = commands.add_parser(
         "validate", help="check a notebook before submitting it",
         description="Run a notebook the way the grader will, with the visible tests only, and say "
-                    "which tests pass and what the grader would repair. Exit status 0 when all pass.")
+                    "which tests pass and what the grader would repair. Exit status 0 when every visible "
+                    "test passes and nothing needs repair.")
     validate.add_argument("notebook", type=Path, metavar="NOTEBOOK")
     validate.add_argument("--assignment", metavar="NAME", help="default: told from the notebook")
     _limit_options(validate)
@@ -108,7 +112,7 @@ def _normalize(args: argparse.Namespace) -> int:
     changed, broken = [], []
     for path in paths:
         try:
-            if not normalize_file(path, check=args.check):
+            if not normalize_file(path, check=args.check, repoint=args.repoint, root=args.root):
                 changed.append(path)
         except NotebookError as error:
             broken.append(str(error))

@@ -7,7 +7,10 @@ the option that names a config file)::
     nbgrader autograde 02-self-attention --NbGrader.config_file=autograder/nbgrader_config.py
     nbgrader generate_feedback 02-self-attention --NbGrader.config_file=autograder/nbgrader_config.py
 
-from the repository root with the course library importable (``make setup``). The course layout is
+from the repository root with the course library importable (``make setup``). On a JupyterHub
+with nbgrader's exchange, set ``TRANSFORMER_CORE_COURSE_ROOT`` to the hub's course directory (with
+``source`` linking to ``solutions/``): nbgrader's folders and gradebook then live there under their
+usual names (``source``, ``release``, ``submitted``, ``feedback``). Without it, the course layout is
 ``solutions/`` (nbgrader's source) and ``exercises/`` (its release) in the repository; the
 gradebook and the ``submitted/``, ``autograded/`` and ``feedback/`` folders live outside the
 repository, in :func:`grading_home` (``$TRANSFORMER_CORE_GRADING_HOME``, else
@@ -105,8 +108,16 @@ def course_config(root: Path | str = REPO_ROOT, *, source: str = "solutions", re
 
 if "get_config" in globals():
     # Executed by nbgrader as a config file: make `autograder` importable and apply the settings.
+    # With $TRANSFORMER_CORE_COURSE_ROOT (a JupyterHub course directory whose source/ links to the
+    # repository's solutions/), nbgrader's folders live in that directory under their usual names;
+    # otherwise the course is the repository and the folders go to grading_home().
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
-    _home = grading_home()
-    _home.mkdir(parents=True, exist_ok=True)
-    get_config().merge(course_config(REPO_ROOT, workdir=_home))  # noqa: F821  (injected by traitlets)
+    _course_root = os.environ.get("TRANSFORMER_CORE_COURSE_ROOT")
+    if _course_root:
+        _settings = course_config(Path(_course_root).expanduser(), source="source", release="release")
+    else:
+        _home = grading_home()
+        _home.mkdir(parents=True, exist_ok=True)
+        _settings = course_config(REPO_ROOT, workdir=_home)
+    get_config().merge(_settings)  # noqa: F821  (injected by traitlets)

@@ -11,7 +11,9 @@ Normal form (what ``python -m autograder normalize`` writes and ``--check`` enfo
 - deterministic cell ids: an nbgrader cell's ``grade_id``, otherwise a short hash of the cell's
   type and source (so inserting a cell does not renumber the others), made unique in the notebook.
 
-Cell sources are never changed, so nbgrader checksums stay valid.
+Cell sources are never changed, so nbgrader checksums stay valid; the one exception is
+``normalize --repoint`` (:func:`repoint_notebook`), which a fork runs once after changing the
+repository in ``_config.yml``, before regenerating the exercises.
 """
 
 from __future__ import annotations
@@ -210,12 +212,40 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
         raise NotebookError(f"{path}: not a valid notebook ({error})") from error
 
 
-def normalize_file(path: Path, *, check: bool = False) -> bool:
+SETUP_CELL_MARKER = "# Setup:"
+
+
+def repoint_notebook(nb: nbformat.NotebookNode, path: Path, root: Path = REPO_ROOT) -> nbformat.NotebookNode:
+    """Return a copy of ``nb`` whose setup cell and Colab badge follow ``root``'s ``_config.yml``.
+
+    The first code cell is replaced by :func:`setup_cell_source` when it is a setup cell (its source
+    starts with ``# Setup:``); every Colab link in the first Markdown cell is pointed at
+    :func:`colab_url` of :func:`badge_target`. Nothing else changes.
+
+    Args:
+        nb: the notebook.
+        path: where it lives (decides what its badge opens).
+        root: the repository root.
+    """
+    nb = copy.deepcopy(nb)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    if code and code[0].source.lstrip().startswith(SETUP_CELL_MARKER):
+        code[0].source = setup_cell_source(root)
+    markdown = [cell for cell in nb.cells if cell.cell_type == "markdown"]
+    if markdown:
+        target = colab_url(badge_target(path, root), root)
+        markdown[0].source = _COLAB_LINK.sub(target, markdown[0].source)
+    return nb
+
+
+def normalize_file(path: Path, *, check: bool = False, repoint: bool = False, root: Path = REPO_ROOT) -> bool:
     """Put one notebook file into normal form.
 
     Args:
         path: the notebook.
         check: if True, only report; never write.
+        repoint: also apply :func:`repoint_notebook` (setup cell and badge from ``_config.yml``).
+        root: the repository root (for ``repoint``).
 
     Returns:
         True if the file was already in normal form.
@@ -224,7 +254,10 @@ def normalize_file(path: Path, *, check: bool = False) -> bool:
         NotebookError: if the file cannot be read as a notebook.
     """
     path = Path(path)
-    normal = dumps_normalized(read_notebook(path))
+    nb = read_notebook(path)
+    if repoint:
+        nb = repoint_notebook(nb, path, root)
+    normal = dumps_normalized(nb)
     text = path.read_text(encoding="utf-8")
     if text == normal:
         return True

@@ -15,7 +15,7 @@ from autograder.__main__ import main
 from autograder.course import UsageError, generate
 from autograder.feedback import strip_hidden_region
 from autograder.grading import collect_submissions, extract_zip
-from autograder.nbgrader_config import CODE_STUB
+from autograder.nbgrader_config import CODE_STUB, REPO_ROOT as REPO
 from autograder.plan import TEST, assemble, load_plan
 from autograder.notebooks import (convention_problems, dumps_normalized, normalize_notebook,
                                   setup_cell_source)
@@ -64,6 +64,27 @@ def test_generate_is_deterministic(course, tmp_path):
 def test_fixture_follows_the_notebook_conventions(course):
     for folder in ("solutions", "exercises"):
         assert convention_problems(course / folder / ASSIGNMENT / NOTEBOOK, course) == []
+
+
+def test_normalize_repoint_follows_a_fork_of_the_repository(tmp_path):
+    """After a fork changes repository.url in _config.yml, `normalize --repoint` rewrites every setup
+    cell and Colab badge, and `generate` then releases exercises that pass the convention check."""
+    root = tmp_path / "fork"
+    shutil.copytree(FIXTURE, root)
+    config = root / "_config.yml"
+    old_text = config.read_text(encoding="utf-8")
+    url = next(line.split(":", 1)[1].strip() for line in old_text.splitlines() if line.strip().startswith("url:"))
+    config.write_text(old_text.replace(url, "https://github.com/someone/fork-of-the-course"), encoding="utf-8")
+    solution = root / "solutions" / ASSIGNMENT / NOTEBOOK
+    assert convention_problems(solution, root) != []                 # still points at the original
+    assert main(["--root", str(root), "normalize", "--check", "--repoint"]) == 1
+    assert main(["--root", str(root), "normalize", "--repoint"]) == 0
+    generate(root=root)
+    for folder in ("solutions", "exercises"):
+        notebook = root / folder / ASSIGNMENT / NOTEBOOK
+        assert convention_problems(notebook, root) == []
+        assert "someone/fork-of-the-course" in notebook.read_text(encoding="utf-8")
+    assert main(["--root", str(root), "normalize", "--check", "--repoint"]) == 0
 
 
 # --- usage errors and submission layouts ----------------------------------------------------------
@@ -216,3 +237,28 @@ def test_extract_zip_refuses_traversal_links_and_bombs(tmp_path):
     (tmp_path / "fake.zip").write_bytes(b"not a zip")
     with pytest.raises(UsageError, match="not a readable zip"):
         extract_zip(tmp_path / "fake.zip", tmp_path / "fake")
+
+
+def _load_nbgrader_config_file():
+    from traitlets.config.loader import PyFileConfigLoader
+    return PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "autograder")).load_config()
+
+
+def test_nbgrader_config_file_puts_folders_in_the_grading_home_or_the_hub_course(tmp_path, monkeypatch):
+    """As a config file (nbgrader ... --NbGrader.config_file=...), the course is the repository with
+    working folders in the grading home, or, with TRANSFORMER_CORE_COURSE_ROOT, a hub course
+    directory with nbgrader's usual folder names, where `grade submitted/` finds the collection."""
+    monkeypatch.delenv("TRANSFORMER_CORE_COURSE_ROOT", raising=False)
+    monkeypatch.setenv("TRANSFORMER_CORE_GRADING_HOME", str(tmp_path / "home"))
+    repo_mode = _load_nbgrader_config_file().CourseDirectory
+    assert repo_mode.root == str(REPO) and repo_mode.source_directory == "solutions"
+    assert repo_mode.submitted_directory == str(tmp_path / "home" / "submitted")
+
+    course = tmp_path / "course"
+    course.mkdir()
+    monkeypatch.setenv("TRANSFORMER_CORE_COURSE_ROOT", str(course))
+    hub_mode = _load_nbgrader_config_file().CourseDirectory
+    assert hub_mode.root == str(course.resolve())
+    assert (hub_mode.source_directory, hub_mode.release_directory) == ("source", "release")
+    assert "submitted_directory" not in hub_mode and "feedback_directory" not in hub_mode  # defaults
+    assert hub_mode.db_url == f"sqlite:///{course.resolve() / 'gradebook.db'}"
