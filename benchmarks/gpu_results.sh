@@ -20,13 +20,13 @@ RESULTS=${RESULTS:-benchmarks/results}
 
 $PY -m transformer_core bench $BENCH_ARGS --out "$RESULTS"
 
-slug=$($PY -c "import re; from transformer_core.bench import device_name; print(re.sub(r'[^a-z0-9]+', '-', device_name().lower()).strip('-'))")
+slug=$($PY -c "from transformer_core.bench import device_slug; print(device_slug())")
 run_dir=runs/$PRESET
 $PY -m transformer_core train --preset "$PRESET" ${DATA:+--data "$DATA"} --out "$run_dir" --quiet \
     | tee "$RESULTS/train-$PRESET-$slug.log"
 cp "$run_dir/summary.json" "$RESULTS/train-$PRESET-$slug.json"
 
 if [ "$NOTEBOOKS" = 1 ]; then
-    $PY benchmarks/notebook_times.py
+    $PY benchmarks/notebook_times.py --out "$RESULTS"
 fi
 echo "recorded under $RESULTS/ (device: $slug)"

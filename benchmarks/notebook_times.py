@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/notebook_times.py [--only 02-self-attention ...]
 
 Each notebook runs in a fresh kernel in its own folder, as the book build and the autograder run it.
-The table is printed and saved to ``benchmarks/results/notebook-times-<device>.md`` together with the
+The table is printed and saved to ``benchmarks/results/notebook-times-<device-slug>.md`` (``--out``
+chooses the folder) together with the
 machine's load average at the start and the end, since a busy machine slows every row.
 """
 
@@ -18,7 +19,7 @@ import nbclient
 import nbformat
 from tqdm import tqdm
 
-from transformer_core.bench import device_name
+from transformer_core.bench import device_name, device_slug
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -47,6 +48,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], help="substrings of the paths to run")
     parser.add_argument("--timeout", type=int, default=600, help="per-cell timeout in seconds")
+    parser.add_argument("--out", type=pathlib.Path, default=ROOT / "benchmarks" / "results",
+                        help="folder for the table (default: benchmarks/results)")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
     rows = []
@@ -55,15 +58,15 @@ def main() -> None:
         rows.append((path.relative_to(ROOT).as_posix(), seconds, status))
     load_after = os.getloadavg()[0]
     lines = [f"Notebook execution times on {device_name()} (load average {load_before:.1f} at the "
-             f"start, {load_after:.1f} at the end; 2-core machine).", "",
+             f"start, {load_after:.1f} at the end; {os.cpu_count()} logical cores).", "",
              "| notebook | seconds | status |", "|---|---:|---|"]
     lines += [f"| {name} | {seconds:.1f} | {status} |" for name, seconds, status in rows]
     table = "\n".join(lines) + "\n"
     print(table)
-    out = ROOT / "benchmarks" / "results" / f"notebook-times-{device_name()}.md"
+    out = args.out / f"notebook-times-{device_slug()}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(table, encoding="utf-8")
-    print(f"saved to {out.relative_to(ROOT)}")
+    print(f"saved to {out}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Examples::
 
-    python -m transformer_core train --preset shakespeare-cpu            # ~3 minutes on 2 CPU cores
+    python -m transformer_core train --preset shakespeare-cpu            # ~1.5 minutes on 2 CPU cores
     python -m transformer_core train --preset tiny --data my.txt --out runs/tiny
     python -m transformer_core generate --checkpoint runs/shakespeare-cpu/ckpt.pt --prompt "ROMEO:"
     python -m transformer_core bench --quick
@@ -67,17 +67,18 @@ def build_parser() -> argparse.ArgumentParser:
                             "1 thread avoids threads waiting for each other)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    gen = commands.add_parser("generate", help="sample text from a checkpoint")
+    gen = commands.add_parser("generate", help="sample text from a checkpoint",
+                              description="Continue a prompt with a trained checkpoint, using the KV cache.")
     gen.set_defaults(subparser=gen)
     gen.add_argument("--checkpoint", required=True, help="a ckpt.pt written by `train`")
     gen.add_argument("--prompt", default=None,
                      help="text to continue (default: a newline, or the first vocabulary character)")
-    gen.add_argument("--max-new-tokens", type=_positive_int, default=500)
+    gen.add_argument("--max-new-tokens", type=_positive_int, default=500, help="tokens to generate (default 500)")
     gen.add_argument("--temperature", type=_non_negative_float, default=0.8,
                      help="sampling temperature; 0 means greedy decoding (default 0.8)")
     gen.add_argument("--top-k", type=_positive_int, default=None, help="sample among the k most likely")
     gen.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass in (0, 1]")
-    gen.add_argument("--seed", type=int, default=1337)
+    gen.add_argument("--seed", type=int, default=1337, help="sampling seed (default 1337)")
     gen.add_argument("--no-cache", action="store_true", help="recompute the whole context every step")
     gen.add_argument("--device", default=None)
 
@@ -85,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.set_defaults(subparser=bench)
     bench.add_argument("--quick", action="store_true", help="short version (about a minute on a CPU)")
     bench.add_argument("--device", default=None)
-    bench.add_argument("--out", default="benchmarks/results", help="where to store the results")
+    bench.add_argument("--out", default="benchmarks/results",
+                       help="where to store the results (default benchmarks/results)")
     return parser
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "bench_generation",
     "bench_train_step",
     "device_name",
+    "device_slug",
     "run_benchmarks",
     "format_markdown",
     "save_results",
@@ -272,6 +273,12 @@ def device_name(device: str | torch.device | None = None) -> str:
     return f"CPU {model or platform.processor() or platform.machine()} x{torch.get_num_threads()} threads"
 
 
+def device_slug(name: str | None = None) -> str:
+    """``name`` (default: :func:`device_name` of the current device) as a file-name stem, e.g.
+    ``"nvidia-h100-80gb-hbm3"``: lower case, runs of other characters replaced by one ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", (name or device_name()).lower()).strip("-")
+
+
 def run_benchmarks(*, quick: bool = False, device: str | torch.device | None = None,
                    progress: bool = True) -> dict:
     """Run the three benchmarks (``quick``: shorter sequences, batch 1, 64 new tokens, 3 training
@@ -335,8 +342,7 @@ def _train_step_markdown(step: dict) -> list[str]:
 
 def save_results(results: dict, out_dir: str | os.PathLike = "benchmarks/results") -> tuple[pathlib.Path, pathlib.Path]:
     """Write ``<out_dir>/<device-slug>[-quick].json`` and ``.md``; returns both paths."""
-    slug = re.sub(r"[^a-z0-9]+", "-", results["device"].lower()).strip("-")
-    stem = slug + ("-quick" if results["quick"] else "")
+    stem = device_slug(results["device"]) + ("-quick" if results["quick"] else "")
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
