@@ -261,3 +261,22 @@ def test_is_causal_equals_explicit_causal_mask(need_weights, n_kv_heads):
     expected, _ = mha(x, mask=causal_mask(7) & padding, need_weights=need_weights)
     actual, _ = mha(x, mask=padding, is_causal=True, need_weights=need_weights)
     torch.testing.assert_close(actual, expected, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_explicit_path_with_a_float32_bias_keeps_half_precision(dtype):
+    """ALiBi's bias table is float32; adding it must not turn half-precision scores into float32
+    (the weighted sum with the half-precision values would fail), and both paths must agree."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 5, 8).to(dtype) for _ in range(3))
+    bias = torch.randn(2, 5, 5)                                            # float32
+    out, weights = scaled_dot_product_attention(q, k, v, bias=bias, return_weights=True)
+    fused = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(dtype))
+    assert out.dtype == dtype and weights.dtype == dtype
+    torch.testing.assert_close(out.float(), fused.float(), atol=2e-2, rtol=2e-2)
+    mha = MultiHeadAttention(16, 2).to(dtype)
+    x = torch.randn(1, 5, 16).to(dtype)
+    with torch.no_grad():
+        explicit_out, _ = mha(x, bias=bias, need_weights=True)
+        fused_out, _ = mha(x, bias=bias)
+    torch.testing.assert_close(explicit_out.float(), fused_out.float(), atol=2e-2, rtol=2e-2)

@@ -390,3 +390,13 @@ def test_seq2seq_generation_explains_a_missing_or_misplaced_source():
         generate(model, start, 3, src=torch.ones(1, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="src must hold one source"):
         beam_search(model, start[:1], beam_size=2, max_new_tokens=3, src=torch.ones(2, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sampling_half_precision_logits_at_a_low_temperature(dtype):
+    """logits / 1e-3 overflows float16; sampling must scale in float32 and draw like float32 does."""
+    logits = torch.tensor([[70.0, 69.0, -5.0]])
+    for top_p in (None, 0.9):
+        drawn = [sample_next_token(logits.to(dtype), do_sample=True, temperature=1e-3, top_p=top_p,
+                                   generator=torch.Generator().manual_seed(seed)) for seed in range(5)]
+        assert all(token.item() == 0 for token in drawn)

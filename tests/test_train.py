@@ -191,3 +191,21 @@ def test_training_forward_compiles_to_one_graph(dropout):
     explanation = torch._dynamo.explain(model)(x, x)
     assert explanation.graph_break_count == 0, [str(b.reason) for b in explanation.break_reasons]
     assert explanation.graph_count == 1
+
+
+def test_tokens_per_second_excludes_the_final_evaluation():
+    """The final evaluation runs after the timed span; a slow one (here a callback sleeping 0.5 s)
+    must not shrink the timed seconds, which once drove tokens/s to exactly 0."""
+    import time as clock
+
+    config = train.PRESETS["tiny"].replace(max_iters=30, eval_interval=100, eval_iters=1)
+    stream = torch.randint(20, (3000,), generator=torch.Generator().manual_seed(0))
+    for pause in (0.0, 0.5):
+        seed_everything(0)
+        model = train.build_model(config, vocab_size=20)
+        slow_final_eval = (lambda m, pause=pause: clock.sleep(pause) if m["step"] == 30 else None)
+        result = train.train(model, stream[:2500], stream[2500:], config, device="cpu", progress=False,
+                             callback=slow_final_eval)
+        assert result.tokens_per_second > 0
+        timed_tokens = (30 - 3) * config.batch_size * config.block_size    # 3 warm-up steps skipped
+        assert timed_tokens / result.tokens_per_second < result.wall_time_s - pause

@@ -83,7 +83,7 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
                          f"{v.shape[-2]}.")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])          # (..., Tq, Tk)
     if bias is not None:
-        scores = scores + bias
+        scores = scores + bias.to(scores.dtype)        # ALiBi tables are float32
     if mask is not None:
         _check_mask(mask)
         scores = torch.where(mask, scores, float("-inf"))

@@ -212,12 +212,13 @@ def sample_next_token(
         raise ValueError(f"top_p must be None (off) or a number with 0 < top_p <= 1, got {top_p!r}")
     if not do_sample:
         return torch.argmax(logits, dim=-1)
-    scaled = temperature_scale(logits, temperature)
+    # float32 before dividing: half-precision logits over a small temperature overflow to inf.
+    scaled = temperature_scale(logits.float(), temperature)
     if top_k is not None:
         scaled = top_k_filter(scaled, top_k)
     if top_p is not None:
         scaled = top_p_filter(scaled, top_p)
-    probs = torch.softmax(scaled.float(), dim=-1)
+    probs = torch.softmax(scaled, dim=-1)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
 
 

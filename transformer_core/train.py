@@ -485,13 +485,14 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     timed_end = time.perf_counter()
+    timed_eval_time = eval_time          # evaluations inside the timed span; the final one is after it
     steps_done = step
     if not stopped_early:
         run_eval(step, lr)
     bar.close()
 
     if timed_start is not None and steps_done > skip:
-        timed_steps, timed_seconds = steps_done - skip, timed_end - timed_start - eval_time
+        timed_steps, timed_seconds = steps_done - skip, timed_end - timed_start - timed_eval_time
     else:
         timed_steps, timed_seconds = steps_done, timed_end - start
     tokens = timed_steps * config.batch_size * config.grad_accum_steps * config.block_size
