@@ -140,3 +140,19 @@ def test_naive_attention_matches_fused():
     q, k, v = torch.randn(3, 2, 2, 5, 4).unbind(0)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(bench.naive_causal_attention(q, k, v), expected)
+
+
+def test_bench_train_step_falls_back_to_eager_when_compile_fails(monkeypatch):
+    """A machine without a working torch.compile (no C compiler, no Triton) still gets timings."""
+    def broken_compile(model, *args, **kwargs):
+        def run(*inputs, **options):
+            raise RuntimeError("no C compiler found\nmore details")
+        return run
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    shape = dict(n_layers=1, n_heads=2, d_model=16, block_size=8, batch_size=2)
+    with pytest.warns(RuntimeWarning, match="torch.compile failed"):
+        step = bench.bench_train_step(shape, steps=2, warmup_steps=1, device="cpu", vocab_size=50,
+                                      compile=True, progress=False)
+    assert not step["compiled"] and step["compile_error"] == "RuntimeError: no C compiler found"
+    assert step["tokens_per_s"] > 0 and step["last_loss"] < step["first_loss"]
+    assert "torch.compile failed (RuntimeError: no C compiler found)" in "\n".join(bench._train_step_markdown(step))

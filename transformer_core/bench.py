@@ -32,6 +32,7 @@ import platform
 import re
 import statistics
 import time
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -185,7 +186,9 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
         vocab_size: vocabulary (default GPT-2's, padded to 50304).
 
     Returns:
-        ``shape`` (the dict used), ``n_params``, ``dtype``, ``compiled``, ``ms_per_step`` (median),
+        ``shape`` (the dict used), ``n_params``, ``dtype``, ``compiled`` and ``compile_error``
+        (``torch.compile`` failing, e.g. without a C compiler or Triton, falls back to the eager
+        model with a warning instead of losing the run), ``ms_per_step`` (median),
         ``tokens_per_s``, ``flops_per_token`` (``6 N + 12 L d T``,
         :func:`~transformer_core.complexity.flops_per_token`), ``achieved_tflops``,
         ``peak_tflops`` and ``mfu`` (``None`` where the peak is unknown), ``peak_memory_gb``
@@ -229,7 +232,16 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
-    first_loss = None
+    first_loss, compile_error = None, None
+    if compiled:
+        try:
+            first_loss = step().item()                     # compiles the training graph
+        except Exception as error:  # no compiler or Triton here: time the eager model, keep the rest
+            compile_error = f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
+            warnings.warn(f"bench_train_step: torch.compile failed ({compile_error}); timing the eager "
+                          f"model instead", RuntimeWarning, stacklevel=2)
+            forward, compiled = model, False
+            optimizer.zero_grad(set_to_none=True)
     for _ in tqdm(range(warmup_steps), desc="train step (warm-up)", disable=not progress, leave=False):
         loss = step()
         first_loss = first_loss if first_loss is not None else loss.item()
@@ -249,6 +261,7 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
     peak = peak_flops(device, amp_dtype or torch.float32)
     return {"shape": dict(shape), "n_params": sum(p.numel() for p in model.parameters()),
             "dtype": str(amp_dtype or torch.float32).removeprefix("torch."), "compiled": compiled,
+            "compile_error": compile_error,
             "ms_per_step": seconds * 1e3, "tokens_per_s": tokens_per_s, "flops_per_token": fpt,
             "achieved_tflops": tokens_per_s * fpt / 1e12,
             "peak_tflops": peak / 1e12 if peak else None,
@@ -325,19 +338,23 @@ def format_markdown(results: dict) -> str:
 
 def _train_step_markdown(step: dict) -> list[str]:
     shape = step["shape"]
+
     def optional(value, fmt):
         return "n/a" if value is None else format(value, fmt)
-    return ["## Training step (forward, backward, clip, fused AdamW)", "",
-            f"{shape['n_layers']} layers x {shape['d_model']}, {shape['n_heads']} heads, context "
-            f"{shape['block_size']}, batch {shape['batch_size']}, {step['n_params'] / 1e6:.1f}M parameters, "
-            f"{step['dtype']}{', torch.compile' if step['compiled'] else ''}; FLOPs per token "
-            f"6N + 12LdT = {step['flops_per_token'] / 1e6:.1f}M", "",
-            "| ms/step | tokens/s | achieved TFLOP/s | peak TFLOP/s | MFU | peak memory (GB) |",
-            "|---:|---:|---:|---:|---:|---:|",
-            f"| {step['ms_per_step']:.1f} | {step['tokens_per_s']:,.0f} | {step['achieved_tflops']:.2f} "
-            f"| {optional(step['peak_tflops'], '.0f')} | {optional(step['mfu'], '.1%')} "
-            f"| {optional(step['peak_memory_gb'], '.1f')} |", "",
-            f"Loss on the repeated batch: {step['first_loss']:.3f} -> {step['last_loss']:.3f}.", ""]
+    lines = ["## Training step (forward, backward, clip, fused AdamW)", "",
+             f"{shape['n_layers']} layers x {shape['d_model']}, {shape['n_heads']} heads, context "
+             f"{shape['block_size']}, batch {shape['batch_size']}, {step['n_params'] / 1e6:.1f}M parameters, "
+             f"{step['dtype']}{', torch.compile' if step['compiled'] else ''}; FLOPs per token "
+             f"6N + 12LdT = {step['flops_per_token'] / 1e6:.1f}M", "",
+             "| ms/step | tokens/s | achieved TFLOP/s | peak TFLOP/s | MFU | peak memory (GB) |",
+             "|---:|---:|---:|---:|---:|---:|",
+             f"| {step['ms_per_step']:.1f} | {step['tokens_per_s']:,.0f} | {step['achieved_tflops']:.2f} "
+             f"| {optional(step['peak_tflops'], '.0f')} | {optional(step['mfu'], '.1%')} "
+             f"| {optional(step['peak_memory_gb'], '.1f')} |", "",
+             f"Loss on the repeated batch: {step['first_loss']:.3f} -> {step['last_loss']:.3f}."]
+    if step.get("compile_error"):
+        lines.append(f"torch.compile failed ({step['compile_error']}); these are eager timings.")
+    return lines + [""]
 
 
 def save_results(results: dict, out_dir: str | os.PathLike = "benchmarks/results") -> tuple[pathlib.Path, pathlib.Path]:
