@@ -339,8 +339,9 @@ def sequential_batches(ids: torch.Tensor, block_size: int, batch_size: int = 64,
     """Cut a whole token stream into non-overlapping windows, so that every token is predicted once.
 
     ``evaluate(model, sequential_batches(val_ids, T))`` is the loss on the entire split, free of
-    the sampling noise of a few random batches (each token is predicted from the start of its
-    window, so with the same ``T`` it reads slightly higher than a sliding evaluation would).
+    the sampling noise of a few random batches. Tokens near the start of a window see little
+    context, as in training and in the loop's random windows, so the two measure the same thing;
+    a sliding evaluation that gives every token a full context would read slightly lower.
 
     Args:
         ids: token ids, shape ``(N,)`` with ``N > block_size``.
