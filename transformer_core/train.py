@@ -319,7 +319,9 @@ def evaluate(model: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Ten
              amp_dtype: torch.dtype | None = None) -> float:
     """Mean loss of ``model`` over ``batches`` (each ``(x, y)`` of shape ``(B, T)``), in eval mode.
 
-    The model's training/eval mode is restored afterwards.
+    Each batch's loss is weighted by its number of sequences ``B``, so a smaller last batch counts
+    for what it holds (with equal batches this is the plain mean). The model's training/eval mode
+    is restored afterwards.
     """
     was_training = model.training
     model.eval()
@@ -329,9 +331,9 @@ def evaluate(model: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Ten
     with ctx:
         for x, y in batches:
             _, loss = model(x, y)
-            total += loss.float()
+            total += loss.float() * len(x)
     model.train(was_training)
-    return total.item() / len(batches)
+    return total.item() / sum(len(x) for x, _ in batches)
 
 
 def sequential_batches(ids: torch.Tensor, block_size: int, batch_size: int = 64, *,
@@ -365,16 +367,15 @@ def sequential_batches(ids: torch.Tensor, block_size: int, batch_size: int = 64,
 @torch.no_grad()
 def evaluate_split(model: torch.nn.Module, ids: torch.Tensor, block_size: int, *, batch_size: int = 64,
                    amp_dtype: torch.dtype | None = None) -> float:
-    """Mean next-token loss over a whole split, every token once (weighted by tokens, not batches).
+    """Mean next-token loss over a whole split, every token once (:func:`evaluate` of
+    :func:`sequential_batches`).
 
     Shapes:
         ids ``(N,)``; the model is evaluated where its parameters live.
     """
     device = next(model.parameters()).device
-    batches = sequential_batches(ids.long(), block_size, batch_size, device=device)
-    weights = [len(x) for x, _ in batches]
-    losses = [evaluate(model, [batch], amp_dtype=amp_dtype) for batch in batches]
-    return sum(w * loss for w, loss in zip(weights, losses)) / sum(weights)
+    return evaluate(model, sequential_batches(ids.long(), block_size, batch_size, device=device),
+                    amp_dtype=amp_dtype)
 
 
 def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: torch.Tensor | BatchFn,
