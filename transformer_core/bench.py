@@ -197,7 +197,8 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
     """
     from transformer_core import complexity
     from transformer_core.device import peak_flops
-    from transformer_core.train import TrainConfig, build_model, configure_optimizer, resolve_amp_dtype
+    from transformer_core.train import (TrainConfig, apply_gradients, build_model, configure_optimizer,
+                                        resolve_amp_dtype)
 
     device = pick_device(device)
     if shape is None:
@@ -225,11 +226,7 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             _, loss = forward(x, y)
         scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+        apply_gradients(model, optimizer, scaler, grad_clip=1.0)
         return loss.detach()
 
     first_loss, compile_error = None, None

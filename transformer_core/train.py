@@ -52,6 +52,7 @@ __all__ = [
     "resolve_amp_dtype",
     "build_model",
     "configure_optimizer",
+    "apply_gradients",
     "evaluate",
     "evaluate_split",
     "sequential_batches",
@@ -295,6 +296,22 @@ def resolve_amp_dtype(config: TrainConfig, device: torch.device) -> torch.dtype 
     return dtype
 
 
+def apply_gradients(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    scaler: torch.amp.GradScaler, grad_clip: float) -> None:
+    """The end of a training step, after ``backward()``: unscale, clip, step, zero the gradients.
+
+    The gradients are unscaled before clipping (with float16 they carry the loss scale, and clipping
+    scaled gradients would clip the true ones to ``grad_clip / scale``); ``grad_clip = 0`` skips
+    clipping. With a disabled ``scaler`` (bf16, float32) the scaler calls are plain pass-throughs.
+    """
+    if grad_clip > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip, foreach=True)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+
+
 def _batch_source(data: torch.Tensor | BatchFn, config: TrainConfig, device: torch.device,
                   name: str) -> Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]]:
     if callable(data):
@@ -474,12 +491,7 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
             with ctx:
                 _, loss = fwd(x, y)
             scaler.scale(loss / config.grad_accum_steps).backward()
-        if config.grad_clip > 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip, foreach=True)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)
+        apply_gradients(model, optimizer, scaler, config.grad_clip)
         step_losses[step] = loss.detach()
         bar.update(1)
     else:
