@@ -1,9 +1,11 @@
-"""Feedback for learners that shows what failed and why, but never the hidden tests.
+"""Feedback for learners built from verdicts: what failed and why, never the hidden tests.
 
 :func:`render_feedback` writes one self-contained HTML page per graded notebook: the score, a table
-of the graded cells with the reason each failed, what the grader repaired in the notebook, and
-every cell with its text output. Hidden-test regions are replaced by a note, and any output line
-that quotes hidden test code (a traceback, or learner code printing the test's source) is redacted.
+of the graded cells with the referee's reason for each failure, what the grader repaired in the
+notebook, and every cell: the learner's own cells with their text output, test cells with their
+visible part only and no output (a test runs in the referee, and whatever the learner's code
+printed while a test called it is not kept). Any line that quotes hidden test code, whatever its
+spacing, is redacted as well.
 Only text outputs are shown, escaped: images, HTML and JavaScript from learner code could carry
 scripts into the instructor's browser or hidden-test text past the redaction.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode
@@ -37,13 +40,25 @@ white-space:pre-wrap;word-break:break-word;font-size:.85rem}.out{border-top:1px 
 """
 
 
+def _squeezed(text: str) -> str:
+    """``text`` in compatibility form without whitespace or invisible characters (for comparing)."""
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(c for c in text if not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf", "Co", "Cn"))
+
+
 def redact(text: str, hidden: list[str]) -> str:
-    """``text`` without ANSI colour codes and with every line that quotes hidden test code replaced."""
+    """``text`` without ANSI colour codes and with every line that quotes hidden test code replaced,
+    also when the quote's spaces or invisible characters were changed.
+
+    Hidden test code never reaches the learner's kernel (the referee runs it), so nothing the kernel
+    prints can quote it; this is a second line of defence for the grader's own messages.
+    """
     text = _ANSI.sub("", text)
-    if not hidden:
+    needles = [n for n in (_squeezed(h) for h in hidden) if len(n) >= 8]
+    if not needles:
         return text
     lines = text.split("\n")
-    return "\n".join(REDACTED if any(h in line for h in hidden) else line for line in lines)
+    return "\n".join(REDACTED if any(n in _squeezed(line) for n in needles) else line for line in lines)
 
 
 def _verdict(cell: RunCell, outcome: CellOutcome | None, hidden: list[str]) -> tuple[str, str]:

@@ -6,14 +6,16 @@ The pipeline:
    ``<student>/<assignment>/<notebook>.ipynb``, ``<student>/<notebook>.ipynb`` or
    ``<student>.ipynb``, LMS names such as Canvas' ``<student>_<id>_<id>_<file>`` included; or a
    zip of any of these, extracted safely by :func:`extract_zip`) into :class:`Submission` records;
-   what cannot be graded keeps a ``problem``.
+   what cannot be graded keeps a ``problem``; an entry that cannot even be read becomes a
+   submission with that problem, so one bad entry never stops the batch.
 2. :func:`autograder.plan.load_plan` reads each assignment's instructor notebooks once.
 3. Each submission is rebuilt on that plan (:func:`autograder.plan.assemble`) and run, one kernel
-   per notebook, in the sandbox of :mod:`autograder.sandbox` through :mod:`autograder.runner`. A
-   test cell earns its points when the kernel reports that it ran without an exception *and* the
-   grader's tamper check (:func:`transformer_core.testing.untampered`) passes right after it. Up to
-   ``jobs`` submissions run at once (one event loop, one kernel process each).
-4. Each result is written atomically to ``<out>/results/<student>/<assignment>.json`` together with
+   per notebook, in the sandbox of :mod:`autograder.sandbox` through :mod:`autograder.runner`. The
+   kernel runs the learner's cells; every test cell runs in the job slot's referee
+   (:mod:`autograder.referee`), which calls into the kernel for the learner's code and decides
+   the verdict. Up to ``jobs`` submissions run at once (one event loop, one kernel and one
+   referee process each).
+4. Each result is written atomically to ``<out>/results/<learner>/<assignment>.json`` together with
    its feedback page; ``<out>/grades.csv`` is rebuilt (atomically) from all results. A result
    records a fingerprint of the submitted files and the instructor's notebooks, so a re-run skips
    what is already graded (resuming a killed run) and re-grades what changed; ``regrade`` forces
@@ -43,20 +45,19 @@ from tqdm.auto import tqdm
 
 from autograder.course import UsageError, assignment_notebooks, list_assignments
 from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
-from autograder.notebooks import REPO_ROOT, NotebookError, read_notebook
+from autograder.notebooks import MAX_NOTEBOOK_BYTES, REPO_ROOT, NotebookError, clean_text, read_notebook
 from autograder.plan import (MANUAL, TASK, TEST, AssignmentPlan, PlanError, assemble, load_plan,
                              suspicious)
 from autograder.sandbox import Limits
 
 GRADED = "graded"
 ALL = "all"
-CSV_COLUMNS = ["student", "assignment", "score", "max_score", "status", "needs_manual_grade", "flags",
-               "seconds"]
-# Statuses that say the grader, not the submission, failed: such results are not kept, so the next
-# run tries again.
+CSV_COLUMNS = ["student", "lms_id", "assignment", "score", "max_score", "status", "needs_manual_grade",
+               "flags", "seconds"]
+# Statuses that say the grader, not the submission, failed: such results get their row, and the
+# next run grades them again.
 RETRY_PREFIXES = ("internal error", "the kernel did not start")
-GUARD_CODE = ("import transformer_core.testing as _autograder_testing\n"
-              "try:\n    _autograder_testing.untampered()\nfinally:\n    del _autograder_testing\n")
+RELEASE_REQUEST = '{"op": "release"}'
 GUARD_TIMEOUT_S = 30.0
 # After a cell fails, drop the references Python and IPython keep to its traceback, so that memory
 # a failed cell allocated (e.g. a memory bomb's) is freed before the next cell runs.
@@ -67,8 +68,8 @@ CLEANUP_CODE = ("import sys as _autograder_sys, gc as _autograder_gc\n"
                 "_autograder_gc.collect()\ndel _autograder_sys, _autograder_gc\n")
 ZIP_MAX_BYTES = 2 * 1024 ** 3
 ZIP_MAX_FILES = 20_000
-_CANVAS_NAME = re.compile(r"^(?P<student>[^_]+)_(?:LATE_)?\d+_\d+_(?P<file>.+)$")
-_MOODLE_FOLDER = re.compile(r"^(?P<student>.+?)_\d+_assignsubmission_\w+?_?$")
+_CANVAS_NAME = re.compile(r"^(?P<student>[^_]+)_(?:LATE_)?(?P<id>\d+)_\d+_(?P<file>.+)$")
+_MOODLE_FOLDER = re.compile(r"^(?P<student>.+?)_(?P<id>\d+)_assignsubmission_\w+?_?$")
 
 
 @dataclass
@@ -76,11 +77,13 @@ class Submission:
     """One learner's work for one assignment.
 
     Attributes:
-        student: the learner's id (a folder or file name, LMS decorations removed).
+        student: the learner's name as found (a folder or file name, LMS decorations removed);
+            may hold undecodable bytes (as surrogate escapes).
         assignment: the assignment id, or "" when it could not be told.
         notebooks: the assignment's notebook name (without ``.ipynb``) -> the submitted file.
         origin: the file or folder it was found in, for messages.
         problem: why it cannot be graded, or None.
+        lms_id: the learner's id in the LMS export (Canvas user id, Moodle participant id), or "".
     """
 
     student: str
@@ -88,6 +91,13 @@ class Submission:
     notebooks: dict[str, Path]
     origin: Path
     problem: str | None = None
+    lms_id: str = ""
+
+    @property
+    def learner(self) -> str:
+        """Who this is, uniquely: the name, plus the LMS id when there is one (two learners with
+        the same name and different ids stay two learners)."""
+        return f"{self.student} #{self.lms_id}" if self.lms_id else self.student
 
 
 @dataclass
@@ -95,7 +105,8 @@ class GradeResult:
     """The outcome of grading one submission: one row of ``grades.csv``.
 
     Attributes:
-        student, assignment: who and what.
+        student, assignment: who (unique: the name, and ``#<LMS id>`` when there is one; bytes that
+            are not UTF-8 shown as U+FFFD) and what.
         status: ``"graded"`` or why not.
         score, max_score: total points (None when not graded).
         cells: ``"<notebook>:<grade_id>"`` -> points the autograder gave (None: needs a human).
@@ -108,6 +119,7 @@ class GradeResult:
         feedback: the feedback files written, relative to the output folder.
         fingerprint: digest of the submitted files and the instructor's notebooks.
         origin: where the submission was found.
+        lms_id: the learner's id in the LMS export, or "".
     """
 
     student: str
@@ -125,6 +137,7 @@ class GradeResult:
     feedback: list[str] = field(default_factory=list)
     fingerprint: str = ""
     origin: str = ""
+    lms_id: str = ""
 
     @property
     def graded(self) -> bool:
@@ -140,20 +153,25 @@ def _visible(path: Path) -> bool:
 
 
 def _notebook_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".ipynb" and _visible(p))
+    """The notebooks in ``folder`` (symbolic links are never followed: they could point anywhere)."""
+    return sorted(p for p in folder.iterdir()
+                  if not p.is_symlink() and p.is_file() and p.suffix == ".ipynb" and _visible(p))
 
 
 def _other_files(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix != ".ipynb" and _visible(p))
+    return sorted(clean_text(p.name) + (" (a symbolic link, not followed)" if p.is_symlink() else "")
+                  for p in folder.iterdir()
+                  if (p.is_symlink() or (p.is_file() and p.suffix != ".ipynb")) and _visible(p))
 
 
-def _lms_student(name: str) -> str:
-    """A learner id without LMS decorations (Canvas file prefixes, Moodle folder suffixes)."""
+def _lms_student(name: str) -> tuple[str, str]:
+    """A learner's name without LMS decorations (Canvas file prefixes, Moodle folder suffixes),
+    and their LMS id ("" when the name carries none)."""
     for pattern in (_MOODLE_FOLDER, _CANVAS_NAME):
         match = pattern.match(name)
         if match:
-            return match.group("student")
-    return name
+            return match.group("student"), match.group("id")
+    return name, ""
 
 
 def _lms_file_stem(stem: str) -> str:
@@ -164,10 +182,12 @@ def _lms_file_stem(stem: str) -> str:
 def _grade_ids(path: Path) -> set[str]:
     """The nbgrader grade ids in a notebook file; empty if it cannot be parsed."""
     try:
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            return set()
         cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
-        return {c["metadata"]["nbgrader"]["grade_id"] for c in cells
+        return {str(c["metadata"]["nbgrader"]["grade_id"]) for c in cells
                 if isinstance(c, dict) and "grade_id" in c.get("metadata", {}).get("nbgrader", {})}
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError, KeyError):
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError, KeyError, RecursionError):
         return set()
 
 
@@ -200,8 +220,8 @@ class _Catalogue:
             return overlaps[0][1]
         return ""
 
-    def match(self, student: str, assignment: str, files: list[Path], origin: Path) -> Submission:
-        """Pair submitted files with the assignment's notebooks."""
+    def match(self, who: tuple[str, str], assignment: str, files: list[Path], origin: Path) -> Submission:
+        """Pair submitted files with the assignment's notebooks; ``who`` is (name, LMS id)."""
         expected = self.notebooks[assignment]
         found = {_lms_file_stem(f.stem): f for f in files if _lms_file_stem(f.stem) in expected}
         if not found and len(expected) == 1 and len(files) == 1:
@@ -210,9 +230,22 @@ class _Catalogue:
         if not found:
             wanted = ", ".join(f"{n}.ipynb" for n in expected)
             others = _other_files(origin) if origin.is_dir() else []
-            got = ", ".join([f.name for f in files] + others) or "nothing"
+            got = ", ".join([clean_text(f.name) for f in files] + others) or "nothing"
             problem = f"no notebook of {assignment} found (expected {wanted}; found {got})"
-        return Submission(student, assignment, found, origin, problem)
+        return Submission(who[0], assignment, found, origin, problem, lms_id=who[1])
+
+
+_MAX_COMPONENT_BYTES = 200
+
+
+def _short_component(name: str) -> str:
+    """A file name that fits every file system: a long one keeps its start and extension, and a
+    digest of the whole name keeps distinct names distinct."""
+    if len(name.encode("utf-8")) <= _MAX_COMPONENT_BYTES:
+        return name
+    stem, dot, suffix = name.rpartition(".") if "." in name[-12:] else (name, "", "")
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+    return stem.encode("utf-8")[:120].decode("utf-8", "ignore") + "~" + digest + dot + suffix
 
 
 def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BYTES,
@@ -220,8 +253,9 @@ def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BY
     """Extract an LMS zip safely and return the folder to collect from and the entries skipped.
 
     Entries with absolute paths, ``..``, drive letters or symbolic links are skipped, as are macOS
-    metadata; nothing is written outside ``destination``. If the archive holds a single top folder,
-    that folder is returned.
+    metadata and entries the file system refuses; names too long for a file system are shortened
+    (:func:`_short_component`); nothing is written outside ``destination``. If the archive holds a
+    single top folder, that folder is returned.
 
     Raises:
         UsageError: if the file is not a zip, or it would extract to more than ``max_bytes`` or
@@ -245,15 +279,18 @@ def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BY
                     continue
                 if parts[0] == "__MACOSX":
                     continue
-                target = destination.joinpath(*parts)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as source, open(target, "wb") as sink:
-                    while chunk := source.read(1 << 20):
-                        written += len(chunk)
-                        if written > max_bytes:
-                            raise UsageError(f"{archive} extracts to more than {max_bytes // 1024 ** 2} MiB; "
-                                             "refusing it")
-                        sink.write(chunk)
+                target = destination.joinpath(*(_short_component(p) for p in parts))
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(info) as source, open(target, "wb") as sink:
+                        while chunk := source.read(1 << 20):
+                            written += len(chunk)
+                            if written > max_bytes:
+                                raise UsageError(f"{archive} extracts to more than {max_bytes // 1024 ** 2} "
+                                                 "MiB; refusing it")
+                            sink.write(chunk)
+                except OSError as error:  # a name this file system refuses, a file and a folder of one name
+                    skipped.append(f"{name} ({error.strerror or error})")
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as error:
         raise UsageError(f"{archive} is not a readable zip file ({error})") from error
     entries = [p for p in destination.iterdir() if _visible(p)]
@@ -287,44 +324,61 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
     if not path.exists():
         raise UsageError(f"no such file or folder: {path}")
 
-    def loose(student: str, file: Path) -> list[Submission]:
+    def loose(who: tuple[str, str], file: Path) -> list[Submission]:
         name = assignment if assignment != ALL else catalogue.guess(file)
         if not name:
             try:
                 read_notebook(file)
             except NotebookError as error:
-                return [Submission(student, "", {}, file, f"unreadable notebook {file.name}: "
-                                   + _one_line(str(error).split(": ", 1)[-1]))]
-            return [Submission(student, "", {}, file,
+                return [Submission(who[0], "", {}, file, f"unreadable notebook {clean_text(file.name)}: "
+                                   + _one_line(str(error).split(": ", 1)[-1]), lms_id=who[1])]
+            return [Submission(who[0], "", {}, file,
                                "cannot tell which assignment this notebook belongs to; "
-                               "put it in a folder named after the assignment")]
-        return [catalogue.match(student, name, [file], file)]
+                               "put it in a folder named after the assignment", lms_id=who[1])]
+        return [catalogue.match(who, name, [file], file)]
 
     def student_folder(folder: Path) -> list[Submission]:
-        student = _lms_student(folder.name)
-        subfolders = {p.name: p for p in folder.iterdir() if p.is_dir() and _visible(p)}
+        who = _lms_student(folder.name)
+        subfolders = {p.name: p for p in folder.iterdir() if not p.is_symlink() and p.is_dir() and _visible(p)}
         loose_files = _notebook_files(folder)
         if assignment != ALL:
             if assignment in subfolders:
-                return [catalogue.match(student, assignment, _notebook_files(subfolders[assignment]),
+                return [catalogue.match(who, assignment, _notebook_files(subfolders[assignment]),
                                         subfolders[assignment])]
-            return [catalogue.match(student, assignment, loose_files, folder)]
-        found = [catalogue.match(student, name, _notebook_files(sub), sub)
+            return [catalogue.match(who, assignment, loose_files, folder)]
+        found = [catalogue.match(who, name, _notebook_files(sub), sub)
                  for name, sub in sorted(subfolders.items()) if name in catalogue.notebooks]
         groups: dict[str, list[Path]] = {}
         for file in loose_files:
             groups.setdefault(catalogue.guess(file), []).append(file)
         for name, files in sorted(groups.items()):
             if name:
-                found.append(catalogue.match(student, name, files, folder))
+                found.append(catalogue.match(who, name, files, folder))
             else:
-                found.append(Submission(student, "", {}, folder,
+                found.append(Submission(who[0], "", {}, folder,
                                         "cannot tell which assignment these notebooks belong to: "
-                                        + ", ".join(f.name for f in files)))
+                                        + ", ".join(clean_text(f.name) for f in files), lms_id=who[1]))
         if not found:
-            found.append(Submission(student, "", {}, folder, "no notebooks found (found "
-                                    + (", ".join(_other_files(folder)) or "nothing") + ")"))
+            found.append(Submission(who[0], "", {}, folder, "no notebooks found (found "
+                                    + (", ".join(_other_files(folder)) or "nothing") + ")", lms_id=who[1]))
         return found
+
+    def entry_submissions(entry: Path) -> list[Submission]:
+        """The submissions in one entry of the folder; a problem with it is its own row."""
+        who = _lms_student(entry.stem if entry.suffix == ".ipynb" else entry.name)
+        try:
+            if entry.is_symlink():
+                return [Submission(who[0], assignment if assignment != ALL else "", {}, entry,
+                                   "a symbolic link was submitted; links are not followed", lms_id=who[1])]
+            if entry.is_file() and entry.suffix == ".ipynb":
+                return loose(who, entry)
+            if entry.is_dir():
+                return student_folder(entry)
+            return []
+        except Exception as error:  # an unreadable folder, a name the file system refuses, ...
+            return [Submission(who[0], assignment if assignment != ALL else "", {}, entry,
+                               f"could not be read: {type(error).__name__}: {_one_line(clean_text(error))}",
+                               lms_id=who[1])]
 
     if path.is_file():
         if path.suffix != ".ipynb":
@@ -332,10 +386,7 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
         return loose(_lms_student(path.stem), path)
     submissions: list[Submission] = []
     for entry in sorted(p for p in path.iterdir() if _visible(p)):
-        if entry.is_file() and entry.suffix == ".ipynb":
-            submissions += loose(_lms_student(entry.stem), entry)
-        elif entry.is_dir():
-            submissions += student_folder(entry)
+        submissions += entry_submissions(entry)
     if not submissions:
         raise UsageError(f"no notebooks found in {path}; expected <student>.ipynb files, "
                          "<student>/<notebook>.ipynb or <student>/<assignment>/<notebook>.ipynb")
@@ -345,10 +396,38 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
 # --- 2. Results on disk ---------------------------------------------------------------------------
 
 
+_SAFE_CHARACTER = re.compile(r"[\w\- .()+,@=~#]")
+_MAX_PATH_NAME = 120
+
+
+def _character_bytes(character: str) -> bytes:
+    try:
+        return os.fsencode(character)  # a byte that was not UTF-8 comes back as itself
+    except UnicodeError:
+        return character.encode("utf-8", "surrogatepass")
+
+
 def _path_name(name: str) -> str:
-    """A name usable as one path component (student ids come from file names, but be safe)."""
-    name = re.sub(r"[\x00-\x1f/\\:]", "_", name) or "_"
-    return "_" + name if name.startswith(".") else name
+    """One path component for a learner or an assignment: readable, and never shared by two names.
+
+    Letters, digits and ``_-.()+,@=~#`` and spaces stay as they are (a leading dot or space does
+    not); every other character, including ``%`` and bytes that are not UTF-8, becomes ``%XX`` of
+    its bytes. A result longer than about 120 bytes is cut and a digest of the whole name added.
+
+    Example:
+        >>> _path_name("a:b"), _path_name("a_b")
+        ('a%3Ab', 'a_b')
+    """
+    parts = []
+    for index, character in enumerate(name):
+        keep = (_SAFE_CHARACTER.fullmatch(character) and not (index == 0 and character in ". ")
+                and not "\ud800" <= character <= "\udfff")
+        parts.append(character if keep else "".join(f"%{b:02X}" for b in _character_bytes(character)))
+    encoded = "".join(parts) or "%"
+    if len(encoded.encode("utf-8")) > _MAX_PATH_NAME:
+        digest = hashlib.sha256("".join(parts).encode("utf-8")).hexdigest()[:16]
+        encoded = encoded.encode("utf-8")[:_MAX_PATH_NAME - 20].decode("utf-8", "ignore") + "~" + digest
+    return encoded
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -367,7 +446,8 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 def result_path(out_dir: Path, student: str, assignment: str, duplicate: int = 0) -> Path:
-    """Where one submission's result lives: ``<out>/results/<student>/<assignment>.json``."""
+    """Where one submission's result lives: ``<out>/results/<learner>/<assignment>.json``, with
+    ``student`` the unique learner (:attr:`Submission.learner`) as a path name (:func:`_path_name`)."""
     name = _path_name(assignment or "unknown-assignment") + (f".duplicate-{duplicate}" if duplicate else "")
     return Path(out_dir) / "results" / _path_name(student) / f"{name}.json"
 
@@ -402,7 +482,7 @@ def write_grades_csv(path: Path, results: list[GradeResult]) -> None:
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS + cell_columns)
     for r in results:
-        writer.writerow([r.student, r.assignment, _number(r.score), _number(r.max_score),
+        writer.writerow([r.student, r.lms_id, r.assignment, _number(r.score), _number(r.max_score),
                          _one_line(r.status), "yes" if r.needs_manual_grade else "no",
                          "; ".join(r.flags), f"{r.seconds:.1f}"]
                         + [_number(r.cells.get(key)) for key in cell_columns])
@@ -415,7 +495,7 @@ def write_grades_csv(path: Path, results: list[GradeResult]) -> None:
 def fingerprint(submission: Submission, plan: AssignmentPlan | None) -> str:
     """A digest of what determines the grade: the submitted files and the instructor's notebooks."""
     digest = hashlib.sha256((plan.digest if plan else "").encode() + b"\0"
-                            + (submission.problem or "").encode())
+                            + clean_text(submission.problem or "").encode())
     for name, file in sorted(submission.notebooks.items()):
         digest.update(name.encode() + b"\0")
         try:
@@ -425,10 +505,15 @@ def fingerprint(submission: Submission, plan: AssignmentPlan | None) -> str:
     return digest.hexdigest()
 
 
-async def _run_notebook(kernel, cells, limits: Limits) -> list:
-    """Run the cells of one rebuilt notebook; return one outcome per cell (None: not executed)."""
-    from autograder.runner import CellOutcome, KernelStopped
+async def _run_notebook(kernel, referee, cells, imports: list[str], limits: Limits) -> list:
+    """Run the cells of one rebuilt notebook; return one outcome per cell (None: not executed).
 
+    Test cells do not run in the kernel: the referee runs them (see :mod:`autograder.referee`) and
+    calls into the kernel for the learner's code; the kernel runs every other code cell.
+    """
+    from autograder.runner import AgentError, CellOutcome, KernelStopped
+
+    await referee.start_notebook(imports)
     outcomes: list = []
     deadline = time.monotonic() + limits.notebook_timeout
     stopped: str | None = None
@@ -443,13 +528,17 @@ async def _run_notebook(kernel, cells, limits: Limits) -> list:
             outcomes.append(CellOutcome("not run", stopped))
             continue
         try:
-            outcome = await kernel.run(cell.source, min(limits.cell_timeout, remaining))
-            if not outcome.ok:
-                await kernel.run(CLEANUP_CODE, GUARD_TIMEOUT_S, silent=True)
-            if cell.kind == TEST and outcome.ok:
-                guard = await kernel.run(GUARD_CODE, GUARD_TIMEOUT_S, silent=True)
-                if not guard.ok:
-                    outcome.status, outcome.reason = "error", guard.reason
+            if cell.kind == TEST:
+                outcome = CellOutcome(*await referee.run_test(cell.source, kernel,
+                                                              min(limits.cell_timeout, remaining)))
+                try:
+                    await kernel.ask(RELEASE_REQUEST, GUARD_TIMEOUT_S)
+                except AgentError:
+                    pass  # the learner's code replaced the agent; only their own memory suffers
+            else:
+                outcome = await kernel.run(cell.source, min(limits.cell_timeout, remaining))
+                if not outcome.ok:
+                    await kernel.run(CLEANUP_CODE, GUARD_TIMEOUT_S, silent=True)
             await kernel.sweep()
         except KernelStopped as error:
             outcome = CellOutcome("stopped", str(error))
@@ -459,7 +548,8 @@ async def _run_notebook(kernel, cells, limits: Limits) -> list:
 
 
 async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_dir: Path, workdir: Path,
-                           limits: Limits, slot: int, catalogue_ids: dict[str, set[str]]) -> GradeResult:
+                           limits: Limits, slot: int, catalogue_ids: dict[str, set[str]],
+                           referee) -> GradeResult:
     """Grade one submission and write its feedback; never raises (failures become the status).
 
     Args:
@@ -470,13 +560,16 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         limits: the resource limits.
         slot: the job slot, which picks the kernel's user id.
         catalogue_ids: every assignment's grade ids, to name the assignment of a wrong notebook.
+        referee: the :class:`autograder.referee.RefereeProcess` of this job slot.
     """
     from autograder.feedback import render_feedback
+    from autograder.referee import RefereeError
     from autograder.runner import KernelStopped, SandboxedKernel
 
     start = time.perf_counter()
-    result = GradeResult(submission.student, submission.assignment, status="",
-                         fingerprint=fingerprint(submission, plan), origin=str(submission.origin))
+    result = GradeResult(clean_text(submission.student), submission.assignment, status="",
+                         lms_id=submission.lms_id,
+                         fingerprint=fingerprint(submission, plan), origin=clean_text(submission.origin))
     try:
         learner = {}
         for name, file in sorted(submission.notebooks.items()):
@@ -487,12 +580,10 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                 return result
         assemblies = {name: assemble(nb_plan, learner[name]) for name, nb_plan in plan.notebooks.items()
                       if name in learner}
-        if assemblies and sum(a.matched for a in assemblies.values()) == 0:
-            ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for nb in learner.values()
-                   for c in nb.cells} - {None}
-            others = [a for a, a_ids in catalogue_ids.items() if a != plan.name and ids & a_ids]
-            result.status = (f"wrong notebook: it belongs to {', '.join(others)}, not {plan.name}" if others else
-                             f"wrong notebook: none of the cells of {plan.name} were found in it")
+        wrong = _wrong_notebook(plan, learner.values(), catalogue_ids,
+                                matched=sum(a.matched for a in assemblies.values()))
+        if wrong:
+            result.status = wrong
             return result
         pages = {}
         for name, nb_plan in plan.notebooks.items():
@@ -501,10 +592,14 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                 assembly.notes.insert(0, f"You did not submit {name}.ipynb; the blank release was graded.")
             kernel = SandboxedKernel(Path(workdir) / name, limits, slot)
             try:
+                await referee.prepare()
                 await kernel.start()
-                outcomes = await _run_notebook(kernel, assembly.cells, limits)
+                outcomes = await _run_notebook(kernel, referee, assembly.cells, nb_plan.imports, limits)
             except KernelStopped as error:
                 result.status = str(error)
+                return result
+            except RefereeError as error:
+                result.status = f"internal error: {error}"
                 return result
             finally:
                 await kernel.stop()
@@ -524,10 +619,11 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                     result.needs_manual_grade = True
             result.notes += assembly.notes
             result.flags += [f for f in suspicious(assembly.learner_code) if f not in result.flags]
-            pages[name] = render_feedback(student=submission.student, assignment=plan.name, notebook=name,
+            pages[name] = render_feedback(student=clean_text(submission.learner), assignment=plan.name,
+                                          notebook=name,
                                           cells=assembly.cells, outcomes=outcomes, scores=scores,
                                           notes=assembly.notes, hidden=nb_plan.hidden_lines)
-        folder = Path(out_dir) / "feedback" / _path_name(submission.student) / _path_name(plan.name)
+        folder = Path(out_dir) / "feedback" / _path_name(submission.learner) / _path_name(plan.name)
         for name, page in pages.items():
             write_atomically(folder / f"{name}.html", page.encode("utf-8"))
             result.feedback.append((folder / f"{name}.html").relative_to(out_dir).as_posix())
@@ -539,6 +635,37 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
     finally:
         result.seconds = time.perf_counter() - start
     return result
+
+
+def _notebook_grade_ids(nb) -> set[str]:
+    ids = set()
+    for cell in nb.cells:
+        meta = cell.get("metadata") if isinstance(cell, dict) else None
+        nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+        if isinstance(nbgrader, dict) and isinstance(nbgrader.get("grade_id"), str):
+            ids.add(nbgrader["grade_id"])
+    return ids
+
+
+def _wrong_notebook(plan: AssignmentPlan, notebooks, catalogue_ids: dict[str, set[str]], *,
+                    matched: int) -> str | None:
+    """Why the learner's notebooks are not this assignment's, or None.
+
+    Grade ids that several assignments share (the review questions' ``answer_q1`` ...) tell nothing
+    apart: a notebook holding none of this assignment's own ids but some of another's is that
+    other assignment's, submitted by mistake.
+    """
+    ids = set().union(*(_notebook_grade_ids(nb) for nb in notebooks))
+    own = {a: a_ids - set().union(*(b_ids for b, b_ids in catalogue_ids.items() if b != a))
+           for a, a_ids in catalogue_ids.items()}
+    if ids & own.get(plan.name, plan.grade_ids):
+        return None
+    others = [a for a in sorted(own) if a != plan.name and ids & own[a]]
+    if others:
+        return f"wrong notebook: it belongs to {', '.join(others)}, not {plan.name}"
+    if matched == 0:
+        return f"wrong notebook: none of the cells of {plan.name} were found in it"
+    return None
 
 
 def _empty_notebook():
@@ -612,25 +739,27 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
         pending: list[tuple[Submission, AssignmentPlan, Path]] = []
         seen: dict[tuple[str, str], int] = {}
         for submission in found:
-            pair = (submission.student, submission.assignment)
+            pair = (submission.learner, submission.assignment)
             seen[pair] = seen.get(pair, -1) + 1
             duplicate = seen[pair]
             plan = plans.get(submission.assignment)
             if duplicate and not submission.problem:
-                submission.problem = (f"another submission of {submission.student} for "
+                submission.problem = (f"another submission of {clean_text(submission.learner)} for "
                                       f"{submission.assignment} was found; only the first is graded")
             if isinstance(plan, str) and not submission.problem:
                 submission.problem = plan
-            path = result_path(out_dir, submission.student, submission.assignment, duplicate)
+            path = result_path(out_dir, submission.learner, submission.assignment, duplicate)
             if submission.problem:
-                result = GradeResult(submission.student, submission.assignment, submission.problem,
-                                     fingerprint=fingerprint(submission, None), origin=str(submission.origin))
+                result = GradeResult(clean_text(submission.student), submission.assignment, submission.problem,
+                                     lms_id=submission.lms_id,
+                                     fingerprint=fingerprint(submission, None), origin=clean_text(submission.origin))
                 write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
                 results.append(result)
                 continue
             previous = _load_result(path)
             if (previous is not None and previous.fingerprint == fingerprint(submission, plan)
-                    and submission.student not in regrade):
+                    and not previous.status.startswith(RETRY_PREFIXES)
+                    and not {submission.student, submission.learner, clean_text(submission.learner)} & set(regrade)):
                 results.append(previous)
                 continue
             pending.append((submission, plan, path))
@@ -650,9 +779,12 @@ def _load_result(path: Path) -> GradeResult | None:
 
 async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs: int,
                          catalogue_ids: dict[str, set[str]], progress: bool) -> list[GradeResult]:
+    from autograder.referee import RefereeProcess
+
     slots: asyncio.Queue[int] = asyncio.Queue()
     for slot in range(min(jobs, len(pending))):
         slots.put_nowait(slot)
+    referees = [RefereeProcess(limits.memory_mb) for _ in range(min(jobs, len(pending)))]
     results: list[GradeResult] = []
     bar = tqdm(total=len(pending), desc="grading", unit="submission", disable=not progress)
 
@@ -661,12 +793,12 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
         workdir = tmp / "runs" / f"{index:05d}"
         try:
             result = await grade_submission(submission, plan, out_dir=out_dir, workdir=workdir,
-                                            limits=limits, slot=slot, catalogue_ids=catalogue_ids)
+                                            limits=limits, slot=slot, catalogue_ids=catalogue_ids,
+                                            referee=referees[slot])
         finally:
             slots.put_nowait(slot)
             shutil.rmtree(workdir, ignore_errors=True)
-        if not result.status.startswith(RETRY_PREFIXES):
-            write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
+        write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
         results.append(result)
         bar.update()
 
@@ -674,6 +806,8 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
         await asyncio.gather(*(one(i, *task) for i, task in enumerate(pending)))
     finally:
         bar.close()
+        for referee in referees:
+            await referee.close()
     return results
 
 
@@ -753,21 +887,26 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     limits = limits or Limits()
 
     async def run() -> list:
+        from autograder.referee import RefereeProcess
         from autograder.runner import SandboxedKernel
 
+        referee = RefereeProcess(limits.memory_mb)
         with tempfile.TemporaryDirectory(prefix="autograder-validate-") as tmp:
             kernel = SandboxedKernel(Path(tmp) / "kernel", limits, 0)
             try:
+                await referee.prepare()
                 await kernel.start()
-                return await _run_notebook(kernel, assembly.cells, limits)
+                return await _run_notebook(kernel, referee, assembly.cells, nb_plan.imports, limits)
             finally:
                 await kernel.stop()
+                await referee.close()
 
+    from autograder.referee import RefereeError
     from autograder.runner import KernelStopped
 
     try:
         outcomes = asyncio.run(run())
-    except KernelStopped as error:
+    except (KernelStopped, RefereeError) as error:
         return False, lines + [f"the notebook could not be run: {error}"]
     passed = True
     for cell, outcome in zip(assembly.cells, outcomes):

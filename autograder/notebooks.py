@@ -198,17 +198,38 @@ def dumps_normalized(nb: nbformat.NotebookNode) -> str:
     return nbformat.writes(normalize_notebook(nb), version=4) + "\n"
 
 
+def clean_text(text: object) -> str:
+    """``text`` as a string that can be written as UTF-8: bytes that were not UTF-8 (surrogate
+    escapes, as in file names) and other lone surrogates become U+FFFD."""
+    text = str(text)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+# The largest notebook file read; a bigger one is reported, not parsed.
+MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
+
+
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     """Read a notebook as nbformat 4.
 
     Raises:
-        NotebookError: naming the file when it is not valid JSON or not a notebook.
+        NotebookError: naming the file when it is too large, not valid JSON (nested too deeply
+            included) or not a notebook.
     """
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_NOTEBOOK_BYTES:
+            raise NotebookError(f"{path}: not a readable notebook (it is {size / 1024 ** 2:.0f} MiB; "
+                                f"the limit is {MAX_NOTEBOOK_BYTES // 1024 ** 2} MiB)")
         return nbformat.read(str(path), as_version=4)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, nbformat.reader.NotJSONError) as error:
         raise NotebookError(f"{path}: not a readable notebook ({error})") from error
-    except (KeyError, AttributeError, ValueError, nbformat.ValidationError) as error:
+    except RecursionError:
+        raise NotebookError(f"{path}: not a readable notebook (its JSON is nested too deeply)") from None
+    except (KeyError, AttributeError, ValueError, TypeError, nbformat.ValidationError) as error:
         raise NotebookError(f"{path}: not a valid notebook ({error})") from error
 
 

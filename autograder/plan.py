@@ -40,7 +40,7 @@ _SUSPICIOUS = {
     "importlib": r"\bimportlib\b|\b__import__\b",
     "process control": r"\bos\s*\.\s*(_exit|fork|kill|system|exec\w*)\b|\bsubprocess\b|\bsignal\b",
     "sockets": r"\bsocket\b",
-    "the testing helpers": r"\btransformer_core\s*\.\s*testing\b|\buntampered\b|\bforbid_shortcuts\b"
+    "the testing helpers": r"\btransformer_core\s*\.\s*(testing|agent|remote|wire)\b|\bforbid_shortcuts\b"
                            r"|\bcheck_close\s*=|\bcheck_shape\s*=",
     "torch internals": r"\btorch\s*\.\s*(ops|_C)\b|__torch_function__|__torch_dispatch__",
     "file access": r"\bopen\s*\(|\bPath\s*\(|\bos\s*\.\s*(listdir|walk|scandir)\b|\bglob\b",
@@ -142,6 +142,15 @@ class NotebookPlan:
     def grade_ids(self) -> set[str]:
         """The grade ids of the notebook's nbgrader cells."""
         return {c.key for c in self.cells if c.kind != FREE}
+
+    @property
+    def imports(self) -> list[str]:
+        """The import statements of the instructor's own code cells: the referee runs them before the
+        tests, so a test sees ``torch``, ``nn`` or ``math`` as the course imported them."""
+        from autograder.referee import import_statements
+
+        return [statement for c in self.cells if c.kind in (FREE, LOCKED) and c.cell_type == "code"
+                for statement in import_statements(c.source)]
 
     @property
     def hidden_lines(self) -> list[str]:

@@ -5,7 +5,13 @@ over Unix sockets. :meth:`SandboxedKernel.run` sends one cell and returns a :cla
 its status comes from the kernel's ``execute_reply`` (never from printed text), its outputs are
 reduced to text and capped, a cell that outlives its time limit is interrupted (and the kernel
 stopped if it does not respond), and a kernel that dies (``os._exit``, ``exit()``, a crash, the CPU
-limit) raises :class:`KernelStopped` with the reason.
+limit) raises :class:`KernelStopped` with the reason. :meth:`SandboxedKernel.ask` sends one request
+to the grading agent in the kernel (:mod:`transformer_core.agent`) and returns its raw answer.
+
+Everything the kernel sends is bounded: one message at most :data:`MAX_MESSAGE_BYTES`, at most
+:data:`QUEUED_MESSAGES` waiting per socket, and per notebook at most ``Limits.message_mb`` and
+``Limits.messages`` in all; past that the kernel is stopped, so a flood of output costs the grader
+neither memory nor the time of other learners.
 """
 
 from __future__ import annotations
@@ -24,15 +30,23 @@ from pathlib import Path
 from queue import Empty
 
 import zmq
+from traitlets import Type
 from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.kernelspec import KernelSpec as JupyterKernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
 from autograder import sandbox
-from autograder.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, KernelSpec, Limits
+from autograder.notebooks import clean_text
+from autograder.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, SEALED, KernelSpec, Limits
+from transformer_core.agent import RESPONSE_MIME
 
-# The largest message the grader accepts from a kernel; a bigger one is dropped, not buffered.
+# The largest message the grader accepts from a kernel; a bigger one is refused, not buffered.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Messages a socket may hold before the grader reads them (the kernel's sends block or drop beyond).
+QUEUED_MESSAGES = 4
+AGENT_CODE = "__import__('transformer_core.agent', fromlist=['serve']).serve({request!r})"
+AGENT_RESPONSE = {"response": "__import__('transformer_core.agent', fromlist=['response']).response()"}
 INTERRUPT_GRACE_S = 5.0
 IOPUB_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 5.0
@@ -46,6 +60,48 @@ _SIGNAL_REASONS = {signal.SIGKILL: "it was killed (SIGKILL)", signal.SIGXCPU: "i
 
 class KernelStopped(Exception):
     """The kernel is gone (or was stopped); the message says why, for the learner."""
+
+
+class AgentError(Exception):
+    """A request to the grading agent got no usable answer; the message says why.
+
+    Attributes:
+        timed_out: the learner's code was still running when the time was up.
+    """
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class Budget:
+    """What one kernel may still send: bytes and messages, over all its sockets."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.bytes_left = limits.message_mb * 1024 * 1024
+        self.messages_left = limits.messages
+        self.exceeded = False
+
+    def spend(self, size: int) -> None:
+        self.bytes_left -= size
+        self.messages_left -= 1
+        if self.bytes_left < 0 or self.messages_left < 0:
+            self.exceeded = True
+
+
+class _CountedChannel(AsyncZMQSocketChannel):
+    """A channel that charges every message it receives to its kernel's :class:`Budget`."""
+
+    budget: Budget | None = None
+
+    async def _recv(self, **kwargs) -> dict:
+        frames = await self.socket.recv_multipart(**kwargs)
+        if self.budget is not None:
+            self.budget.spend(sum(len(f) for f in frames))
+            if self.budget.exceeded:
+                raise OverflowError("the kernel sent more than its limit")
+        _, message = self.session.feed_identities(frames)
+        return self.session.deserialize(message)
 
 
 @dataclass
@@ -64,20 +120,12 @@ class CellOutcome:
     reason: str = ""
     outputs: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    expressions: dict = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
         """Whether the cell ran to the end without an exception."""
         return self.status == "ok"
-
-    def to_dict(self) -> dict:
-        """A JSON-ready copy."""
-        return asdict(self)
-
-
-def clean_text(text: object) -> str:
-    """``text`` as a string that can be written as UTF-8 (lone surrogates become U+FFFD)."""
-    return str(text).encode("utf-8", "replace").decode("utf-8")
 
 
 class _Collector:
@@ -123,7 +171,13 @@ class _Collector:
 
 
 class LimitedKernelClient(AsyncKernelClient):
-    """A kernel client whose sockets refuse messages larger than :data:`MAX_MESSAGE_BYTES`."""
+    """A kernel client whose sockets refuse messages larger than :data:`MAX_MESSAGE_BYTES`, queue
+    at most :data:`QUEUED_MESSAGES` and charge what they receive to one :class:`Budget`."""
+
+    shell_channel_class = Type(_CountedChannel)
+    iopub_channel_class = Type(_CountedChannel)
+    control_channel_class = Type(_CountedChannel)
+    stdin_channel_class = Type(_CountedChannel)
 
     def _create_connected_socket(self, channel: str, identity: bytes | None = None) -> zmq.Socket:
         from jupyter_client.connect import channel_socket_types
@@ -131,6 +185,7 @@ class LimitedKernelClient(AsyncKernelClient):
         sock = self.context.socket(channel_socket_types[channel])
         sock.linger = 1000
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        sock.setsockopt(zmq.RCVHWM, QUEUED_MESSAGES)
         if identity:
             sock.identity = identity
         sock.connect(self._make_url(channel))
@@ -157,6 +212,7 @@ class SandboxedKernel:
         self._reader: asyncio.Task | None = None
         self._log = None
         self._own_shared: Path | None = None
+        self.budget = Budget(limits)
 
     # --- life cycle ---
 
@@ -195,7 +251,12 @@ class SandboxedKernel:
                                        cwd=str(self.workdir))
             self.kc = self.km.client()
             self.kc.start_channels()
+            for channel in (self.kc.shell_channel, self.kc.iopub_channel, self.kc.stdin_channel,
+                            self.kc.control_channel):
+                channel.budget = self.budget
             await self.kc.wait_for_ready(timeout=self.limits.startup_timeout)
+            if self.isolated:
+                await self._wait_until_sealed()
         except (RuntimeError, TimeoutError, OSError) as error:
             log = self.log_tail()
             await self.stop()
@@ -227,6 +288,15 @@ class SandboxedKernel:
             shutil.rmtree(self._own_shared, ignore_errors=True)
             self._own_shared = None
 
+    async def _wait_until_sealed(self) -> None:
+        """Wait for the sandbox to make the shared folder read-only for the kernel (see
+        :mod:`autograder.sandbox`); no learner code is sent before, so none can swap its sockets."""
+        deadline = time.monotonic() + self.limits.startup_timeout
+        while SEALED.encode() not in (self.workdir / "kernel.log").read_bytes()[:4096]:
+            if time.monotonic() > deadline or not await self._alive():
+                raise RuntimeError("the sandbox did not seal the kernel's sockets")
+            await asyncio.sleep(0.01)
+
     def log_tail(self, limit: int = 400) -> str:
         """The end of the kernel's own log (sandbox and ipykernel messages), on one line."""
         try:
@@ -254,11 +324,13 @@ class SandboxedKernel:
     # --- running code ---
 
     async def _read_iopub(self) -> None:
-        while self.kc is not None:
+        while self.kc is not None and not self.budget.exceeded:
             try:
                 msg = await self.kc.iopub_channel.get_msg()
-            except (ValueError, KeyError, TypeError, UnicodeDecodeError, zmq.ZMQError):
-                continue  # a malformed or oversized message: drop it
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a malformed, oversized or too deeply nested message: drop it
+                continue
             collector = self._collectors.get(msg.get("parent_header", {}).get("msg_id"))
             if collector is not None:
                 collector.message(msg)
@@ -272,24 +344,36 @@ class SandboxedKernel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise asyncio.TimeoutError
+            if self.budget.exceeded:
+                await self.stop()
+                raise KernelStopped(
+                    f"the kernel was stopped: it sent more than {self.limits.message_mb} MiB or "
+                    f"{self.limits.messages:,} messages of output")
             try:
                 msg = await self.kc.shell_channel.get_msg(timeout=min(1.0, remaining))
             except Empty:
                 if not await self._alive():
                     raise KernelStopped(self.exit_reason()) from None
                 continue
-            except (ValueError, KeyError, TypeError, UnicodeDecodeError, zmq.ZMQError):
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # malformed, oversized, too deeply nested, or over the budget
                 continue
             if msg.get("parent_header", {}).get("msg_id") == msg_id:
                 return msg
 
-    async def run(self, code: str, timeout: float, *, silent: bool = False) -> CellOutcome:
+    async def run(self, code: str, timeout: float, *, silent: bool = False,
+                  expressions: dict[str, str] | None = None, outputs: bool = True) -> CellOutcome:
         """Run ``code`` and report how it ended.
 
         Args:
             code: the cell's source.
             timeout: seconds it may take; then the kernel is interrupted.
             silent: run without recording history or outputs (for the grader's own checks).
+            expressions: user expressions the kernel evaluates after the code; their results land
+                in the outcome's ``expressions`` (name -> the reply's ``{"status", "data"}``).
+            outputs: collect the cell's outputs (otherwise they are dropped as they arrive, and
+                the call returns as soon as the reply is in).
 
         Raises:
             KernelStopped: if the kernel died, or had to be stopped because an interrupt did not
@@ -299,12 +383,15 @@ class SandboxedKernel:
             raise KernelStopped("the kernel is not running")
         start = time.monotonic()
         msg_id = self.kc.execute(code, silent=silent, store_history=not silent, allow_stdin=False,
-                                 stop_on_error=False)
-        collector = self._collectors[msg_id] = _Collector(self.limits.output_chars)
+                                 stop_on_error=False, user_expressions=expressions or {})
+        collector = _Collector(self.limits.output_chars)
+        if outputs:
+            self._collectors[msg_id] = collector
         try:
             try:
                 reply = await self._reply(msg_id, timeout)
                 status, reason = _status_of(reply)
+                evaluated = reply.get("content", {}).get("user_expressions") or {}
             except asyncio.TimeoutError:
                 await self.km.interrupt_kernel()
                 try:
@@ -314,14 +401,44 @@ class SandboxedKernel:
                     raise KernelStopped(f"the cell ran longer than {timeout:g} s and did not stop when "
                                         "interrupted, so the kernel was stopped") from None
                 status, reason = "timeout", f"the cell ran longer than {timeout:g} s and was interrupted"
+                evaluated = {}
             try:
-                await asyncio.wait_for(collector.done.wait(), IOPUB_GRACE_S)
+                if outputs:
+                    await asyncio.wait_for(collector.done.wait(), IOPUB_GRACE_S)
             except asyncio.TimeoutError:
                 collector.add("stderr", "[some output may be missing: the kernel sent too much, or too "
                                         "large a message]\n")
         finally:
             self._collectors.pop(msg_id, None)
-        return CellOutcome(status, reason, collector.outputs, time.monotonic() - start)
+        if self.budget.exceeded:
+            await self.stop()
+            raise KernelStopped(f"the kernel was stopped: it sent more than {self.limits.message_mb} MiB "
+                                f"or {self.limits.messages:,} messages of output")
+        outcome = CellOutcome(status, reason, collector.outputs, time.monotonic() - start)
+        outcome.expressions = evaluated if isinstance(evaluated, dict) else {}
+        return outcome
+
+    async def ask(self, request: str, timeout: float) -> str:
+        """Send one request to the grading agent in the kernel and return its answer (JSON text).
+
+        Whatever the learner's code prints meanwhile is discarded.
+
+        Raises:
+            KernelStopped: if the kernel died or had to be stopped (see :meth:`run`).
+            AgentError: if the request failed in a way the agent could not report (the learner's
+                code ended it with an interrupt, or the answer is missing, repeated or too large).
+        """
+        outcome = await self.run(AGENT_CODE.format(request=request), timeout, silent=True,
+                                 expressions=AGENT_RESPONSE, outputs=False)
+        if not outcome.ok:
+            raise AgentError(outcome.reason or f"the request ended with status {outcome.status}",
+                             timed_out=outcome.status == "timeout")
+        answer = outcome.expressions.get("response")
+        data = answer.get("data") if isinstance(answer, dict) else None
+        text = data.get(RESPONSE_MIME) if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise AgentError("the kernel's reply holds no answer from the grading agent")
+        return text
 
     async def sweep(self) -> None:
         """Kill every process in the sandbox except the kernel (isolated kernels only)."""

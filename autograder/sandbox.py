@@ -14,15 +14,17 @@ With **full isolation** (Linux, run as root: a course server or a container) the
    path of the host are simply absent;
 3. runs as PID 1 of the new PID namespace a tiny init that reaps orphans, forwards interrupts, kills
    every process but the kernel when the grader asks (``SIGUSR1``, after each cell), and takes all
-   of them down when the kernel ends or the grader goes away;
+   of them down when the kernel ends or the grader goes away; once the kernel has created its
+   sockets in the folder it shares with the grader, the init makes that folder read-only in the
+   sandbox (:data:`SEALED`), so nothing of the host is writable from inside but its own tmpfs;
 4. starts the kernel under an unprivileged user id of its own (one per concurrent job, so a fork
    bomb exhausts only its own process limit), with ``no_new_privs``, a minimal environment and the
    rlimits: address space, processes, file size, CPU time, open files, no core dumps.
 
 Elsewhere (macOS, or Linux without root) only the rlimits, a fresh working folder and a minimal
 environment apply; :func:`isolation_warnings` says what is missing, and the grader prints it at
-start-up. The kernel also imports :mod:`transformer_core.testing` before any learner code runs, so
-the comparison functions it captures are the genuine ones.
+start-up. The kernel imports the grading agent (:mod:`transformer_core.agent`) before any learner
+code runs; the tests themselves never run in the kernel (see ``autograder/referee.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import os
 import resource
 import signal
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -40,14 +43,18 @@ LEARNER_HOME = "/home/learner"
 # Unprivileged user ids for kernels: one per concurrent job, offset by the grader's PID so that two
 # grading runs on one machine do not share process limits.
 UID_BASE = 2_000_000
-# What the kernel runs: the comparison helpers are imported (and their originals captured) before
-# the kernel accepts any learner code.
+# What the kernel runs: the grading agent and the test helpers are loaded (torch with them) before
+# the kernel accepts any learner code, so that each request is quick.
 KERNEL_BOOTSTRAP = (
-    "import transformer_core.testing\n"
+    "import transformer_core.agent, transformer_core.testing\n"
     "from ipykernel import kernelapp\n"
     "kernelapp.launch_new_instance()\n"
 )
 KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
+# The line the sandbox's init writes to the kernel log once the shared folder is read-only for the
+# kernel: its sockets exist and can no longer be removed, replaced or joined by other files.
+SEALED = "autograder sandbox: sockets sealed"
+_SOCKETS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 _SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
                    "/sys/devices/system/cpu")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
@@ -78,6 +85,9 @@ class Limits:
         disk_mb: size of the kernel's private file system (full isolation only).
         output_chars: characters of output kept per cell for feedback; the rest is dropped.
         startup_timeout: seconds the kernel may take to start.
+        message_mb: MiB of messages (output, answers) the kernel may send per notebook; then it
+            is stopped.
+        messages: how many messages the kernel may send per notebook; then it is stopped.
     """
 
     cell_timeout: float = 120.0
@@ -88,6 +98,8 @@ class Limits:
     disk_mb: int = 256
     output_chars: int = 20_000
     startup_timeout: float = 120.0
+    message_mb: int = 256
+    messages: int = 200_000
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first limit that is not positive."""
@@ -283,6 +295,23 @@ def _build_root(libc, spec: KernelSpec, limits: Limits) -> None:
     _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
 
 
+def _seal(libc, spec: KernelSpec, connection_file: str, limits: Limits) -> None:
+    """Once the kernel has created its sockets, make the shared folder read-only in the sandbox.
+
+    The kernel can then neither fill the host's disk through it nor replace a socket with a link
+    the grader would follow; the grader sends no learner code before it reads :data:`SEALED`.
+    """
+    info = json.loads(Path(connection_file).read_text(encoding="utf-8"))
+    paths = [f"{info['ip']}-{info[key]}" for key in _SOCKETS]
+    deadline = time.monotonic() + limits.startup_timeout
+    while not all(os.path.exists(path) for path in paths):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
+    _mount(libc, None, spec.shared, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    print(SEALED, file=sys.stderr, flush=True)
+
+
 def _become_learner(uid: int) -> None:
     os.setgroups([])
     os.setgid(uid)
@@ -321,6 +350,7 @@ def _init(spec: KernelSpec, connection_file: str) -> None:
         signal.signal(signal.SIGINT, lambda *_: os.kill(kernel, signal.SIGINT))
         signal.signal(signal.SIGTERM, lambda *_: os.kill(kernel, signal.SIGKILL))
         signal.signal(signal.SIGUSR1, lambda *_: _sweep(kernel))
+        _seal(libc, spec, connection_file, limits)
         while True:
             try:
                 pid, wait_status = os.wait()

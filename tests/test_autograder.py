@@ -3,6 +3,7 @@
 Grading itself is tested in tests/test_autograder_grading.py."""
 
 import hashlib
+import os
 import json
 import zipfile
 import shutil
@@ -14,7 +15,7 @@ import pytest
 from autograder.__main__ import main
 from autograder.course import UsageError, generate
 from autograder.feedback import strip_hidden_region
-from autograder.grading import collect_submissions, extract_zip
+from autograder.grading import _path_name, collect_submissions, extract_zip
 from autograder.nbgrader_config import CODE_STUB, REPO_ROOT as REPO
 from autograder.plan import TEST, assemble, load_plan
 from autograder.notebooks import (convention_problems, dumps_normalized, normalize_notebook,
@@ -211,6 +212,8 @@ def test_lms_names_and_non_notebook_files(course, tmp_path):
     found = {s.student: s for s in collect_submissions(tmp_path, ASSIGNMENT, root=course)}
     assert set(found) == {"smithjane", "Jo Doe", "kim"}
     assert found["smithjane"].notebooks == {"fixture": tmp_path / "smithjane_12345_67890_fixture.ipynb"}
+    assert (found["smithjane"].lms_id, found["Jo Doe"].lms_id, found["kim"].lms_id) == ("12345", "4242", "")
+    assert found["Jo Doe"].learner == "Jo Doe #4242" and found["kim"].learner == "kim"
     assert found["Jo Doe"].problem is None
     assert "report.pdf" in found["kim"].problem
 
@@ -237,6 +240,48 @@ def test_extract_zip_refuses_traversal_links_and_bombs(tmp_path):
     (tmp_path / "fake.zip").write_bytes(b"not a zip")
     with pytest.raises(UsageError, match="not a readable zip"):
         extract_zip(tmp_path / "fake.zip", tmp_path / "fake")
+
+
+def test_extract_zip_shortens_names_the_file_system_refuses(tmp_path):
+    archive = tmp_path / "lms.zip"
+    long_a, long_b = "a" * 300 + "_1.ipynb", "a" * 300 + "_2.ipynb"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(long_a, "{}")
+        zf.writestr(long_b, "{}")
+        zf.writestr("short.ipynb", "{}")
+    folder, skipped = extract_zip(archive, tmp_path / "out")
+    names = sorted(p.name for p in folder.iterdir())
+    assert len(names) == 3 and not skipped and all(len(n.encode()) <= 200 for n in names)
+    assert all(n.endswith(".ipynb") for n in names)
+
+
+def test_path_names_are_readable_and_never_shared():
+    names = ["a:b", "a_b", "a%3Ab", ".hidden", "%", "", "Zhang San 张三", "x" * 400, "x" * 401,
+             os.fsdecode(b"bad\xff"), os.fsdecode(b"bad\xfe"), "../up", "a/b", "a\\b", "Ann Lee #101"]
+    encoded = [_path_name(n) for n in names]
+    assert len(set(encoded)) == len(names)
+    assert all("/" not in e and not e.startswith(".") and len(e.encode()) <= 120 for e in encoded)
+    assert _path_name("Zhang San 张三") == "Zhang San 张三" and _path_name("a_b") == "a_b"
+
+
+def test_a_notebook_of_another_assignment_is_told_apart_by_its_own_grade_ids():
+    from types import SimpleNamespace
+
+    from autograder.grading import _wrong_notebook
+
+    catalogue = {"02-x": {"test_attention", "answer_q1", "test_answer_q1"},
+                 "03-y": {"test_masks", "answer_q1", "test_answer_q1"}}
+    plan = SimpleNamespace(name="02-x", grade_ids=catalogue["02-x"])
+
+    def notebook(*ids):
+        return SimpleNamespace(cells=[{"metadata": {"nbgrader": {"grade_id": i}}} for i in ids]
+                               + [{"metadata": "garbage"}, "not a cell"])
+
+    other = notebook("test_masks", "answer_q1", "test_answer_q1")
+    assert _wrong_notebook(plan, [other], catalogue, matched=2) == "wrong notebook: it belongs to 03-y, not 02-x"
+    assert _wrong_notebook(plan, [notebook("test_attention", "answer_q1")], catalogue, matched=2) is None
+    assert _wrong_notebook(plan, [notebook("answer_q1")], catalogue, matched=1) is None
+    assert "none of the cells" in _wrong_notebook(plan, [notebook()], catalogue, matched=0)
 
 
 def _load_nbgrader_config_file():

@@ -6,6 +6,7 @@ batch finished and every other submission's grade is unaffected. A serial run of
 exactly the same grades. The batch runs once per session, shared by all xdist workers.
 """
 
+import base64
 import csv
 import hashlib
 import json
@@ -21,12 +22,16 @@ import time
 import zipfile
 from pathlib import Path
 
+import html
+import unicodedata
+
 import pytest
 from conftest import run_once
 
 from autograder.__main__ import main
 from autograder.course import generate
 from autograder.grading import grade, validate
+from autograder.plan import hidden_lines
 from autograder.sandbox import Limits, can_isolate, isolation_warnings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
@@ -133,13 +138,13 @@ def build_submissions(course: Path, subs: Path, out: Path, port: int) -> None:
         WRONG_SOFTMAX + "\nimport numpy, transformer_core.testing as t\n"
         "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
         "numpy.allclose = lambda *a, **k: True\nt.check_close = lambda *a, **k: None\n"
-        "check_close = lambda *a, **k: None\nuntampered = lambda: None\n"))
+        "check_close = lambda *a, **k: None\n"))
     put("early_patch", edited(solution, {"softmax": WRONG_SOFTMAX, "co-70bbb313fe": (
         "import torch\n_gt = torch.gt\n"
         "torch.gt = lambda a, b: _gt(a, b) if a.numel() < 4 else torch.zeros_like(a, dtype=torch.bool)\n"
         "import importlib, transformer_core.testing\n"
         "try:\n    importlib.reload(transformer_core.testing)\nexcept ImportError:\n    pass\n"
-        "from transformer_core.testing import check_close, forbid_shortcuts, seeded, untampered")}))
+        "from transformer_core.testing import check_close, forbid_shortcuts, seeded")}))
     put("rigged", with_softmax(
         "class Rigged(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
         "    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
@@ -181,6 +186,51 @@ def build_submissions(course: Path, subs: Path, out: Path, port: int) -> None:
         "import linecache, sys\n" + GOOD_SOFTMAX.replace(
             "def softmax(x):\n", "def softmax(x):\n    caller = sys._getframe(1).f_code.co_filename\n"
             "    print(''.join(linecache.getlines(caller)))\n")))
+    # --- the attacks of issue 11: each one got full marks, a leak or a lost row before the referee ---
+    put("trace_hook", with_softmax(
+        "import sys\ndef _hook(frame, event, arg):\n"
+        "    if event == 'call' and frame.f_code.co_name in ('check_close', '_require_plain_tensor'):\n"
+        "        frame.f_locals.update(actual=frame.f_locals.get('expected'))\n"
+        "        sys.settrace(None)\n    return _hook\nsys.settrace(_hook)\nsys.setprofile(_hook)\n"
+        "def softmax(x):\n    return x"))
+    put("code_swap", with_softmax(
+        "import transformer_core.testing as _t\n_noop = lambda *a, **k: None\n"
+        "for _name in ('check_close', 'check_shape', 'check_tensor', 'check_answer'):\n"
+        "    getattr(_t, _name).__code__ = _noop.__code__\n"
+        "def softmax(x):\n    return x", "def scale(scores, d_k):\n    return scores"))
+    payload = ("get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'] "
+               "if any('check_close' in l for l in lines) else lines)")
+    put("transformer", with_softmax(
+        f"import base64\nexec(base64.b64decode({base64.b64encode(payload.encode())!r}))\n"
+        "def softmax(x):\n    return x", "def scale(scores, d_k):\n    return scores"))
+    put("torch_swap", with_softmax(
+        WRONG_SOFTMAX + "\ntorch.softmax = lambda x, dim=-1, **k: x / x.sum(dim, keepdim=True)\n"
+        "torch.Tensor.softmax = lambda self, dim=-1, **k: self / self.sum(dim, keepdim=True)\n"
+        "torch.nn.functional.softmax = torch.softmax"))
+    put("history", with_softmax(GOOD_SOFTMAX, GOOD_SCALE + "\nimport sys\n"
+        "hist = '\\n'.join(get_ipython().history_manager.input_hist_raw)\n"
+        "print(hist.replace(' ', '\\u00a0').replace('_', '\\u200b_'))\n"
+        "print([str(v)[:2000] for v in vars(sys.modules['transformer_core.agent']).values()])"))
+    put("a:b", solution.read_text(encoding="utf-8"))                                  # same folder once:
+    put("a_b", blank.read_text(encoding="utf-8"))                                     # a:b and a_b
+    for lms_id, source in (("101", solution), ("202", blank)):                        # Moodle namesakes
+        folder = subs / f"Ann Lee_{lms_id}_assignsubmission_file_"
+        folder.mkdir()
+        shutil.copy(source, folder / NOTEBOOK)
+    put("deep", '{"cells": ' + "[" * 200_000 + "]" * 200_000 + "}")                   # deep JSON
+    odd = subs / os.fsdecode(b"odd\xffname")                                          # not UTF-8
+    odd.mkdir()
+    shutil.copy(solution, odd / NOTEBOOK)
+    (subs / "linked.ipynb").symlink_to(solution)                                      # a link to the key
+    put("flood", with_softmax(GOOD_SOFTMAX, "from IPython.display import display\n"
+        "for _ in range(400):\n    display({'text/plain': 'x' * 1_000_000}, raw=True)\n" + GOOD_SCALE))
+    put("shared", with_softmax(GOOD_SOFTMAX, GOOD_SCALE + "\nimport os\n"
+        "d = os.environ['JUPYTER_RUNTIME_DIR']\n"
+        "try:\n    open(os.path.join(d, 'fill'), 'wb').write(b'x' * 1000)\n    print('shared: writable')\n"
+        "except OSError as e:\n    print('shared:', type(e).__name__)\n"
+        "try:\n    s = next(p for p in os.listdir(d) if p.startswith('s-'))\n"
+        "    os.rename(os.path.join(d, s), os.path.join(d, 'moved'))\n    print('sockets: moved')\n"
+        "except OSError as e:\n    print('sockets:', type(e).__name__)"))
     other_dir = subs / "olive" / OTHER
     other_dir.mkdir(parents=True)
     shutil.copy(other, other_dir / "other.ipynb")
@@ -245,8 +295,8 @@ def feedback(batch, student, assignment=ASSIGNMENT, notebook="fixture") -> str:
 
 def test_the_batch_finishes_with_one_row_per_submission_and_exit_status_1(batch):
     assert batch["status"] == 1, "some submissions cannot be graded, so the exit status is 1"
-    students = [r["student"] for r in batch["all_rows"]]
-    assert len(students) == len(set(students)) == 32
+    learners = [(r["student"], r["lms_id"]) for r in batch["all_rows"]]
+    assert len(learners) == len(set(learners)) == 46
     assert {r["status"] for r in batch["all_rows"] if r["student"] in ("alice", "bob", "olive")} == {"graded"}
 
 
@@ -261,12 +311,24 @@ def test_originals_are_never_modified(batch):
     assert batch["before"] == batch["after"]
 
 
+def _squeezed(text: str) -> str:
+    text = unicodedata.normalize("NFKC", html.unescape(text))
+    return "".join(c for c in text if not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf"))
+
+
 def test_feedback_never_shows_hidden_tests(batch):
+    hidden = [_squeezed(line) for nb in (batch["course"] / "solutions").glob("*/*.ipynb")
+              for cell in json.loads(nb.read_text())["cells"] if cell["metadata"].get("nbgrader", {}).get("grade")
+              for line in hidden_lines("".join(cell["source"]))]
+    hidden = [line for line in hidden if len(line) >= 12]
+    assert len(hidden) >= 4
     pages = list((batch["out"] / "feedback").rglob("*.html"))
-    assert len(pages) >= 20
+    assert len(pages) >= 30
     for page in pages:
         text = page.read_text(encoding="utf-8")
-        assert "hidden-marker" not in text and "<script" not in text.lower(), page
+        squeezed = _squeezed(text)
+        assert "hidden-marker" not in squeezed and "<script" not in text.lower(), page
+        assert not [line for line in hidden if line in squeezed], page
 
 
 # --- careless submissions -------------------------------------------------------------------------
@@ -348,9 +410,49 @@ def test_changed_metadata_is_ignored(batch):
 
 
 def test_monkeypatched_comparisons_earn_nothing(batch):
-    assert cells(batch, "monkeypatch") == NOTHING
-    assert "the grading environment was modified" in feedback(batch, "monkeypatch")
+    assert cells(batch, "monkeypatch") == SCALE_ONLY
+    assert "has the wrong values" in feedback(batch, "monkeypatch")
     assert "the testing helpers" in row(batch, "monkeypatch")["flags"]
+
+
+@pytest.mark.parametrize("student, earned", [("trace_hook", SCALE_ONLY), ("code_swap", NOTHING),
+                                             ("transformer", NOTHING), ("torch_swap", SCALE_ONLY)])
+def test_rewriting_the_learners_own_process_earns_nothing(batch, student, earned):
+    """Tracing hooks, swapped code objects, input transformers and patched torch functions all act
+    on the learner's kernel; the tests, their references and the verdict live in the referee."""
+    assert cells(batch, student) == earned
+    assert row(batch, student)["status"] == "graded"
+
+
+def test_printing_the_kernels_history_and_state_leaks_no_hidden_test(batch):
+    assert cells(batch, "history") == FULL
+    assert "input_hist_raw" in feedback(batch, "history")  # the learner's own cell and its output
+
+
+def test_names_that_would_share_a_folder_stay_two_learners(batch):
+    assert (row(batch, "a:b")["score"], row(batch, "a_b")["score"]) == ("3", "0")
+    namesakes = sorted((r["lms_id"], r["score"]) for r in batch["all_rows"] if r["student"] == "Ann Lee")
+    assert namesakes == [("101", "3"), ("202", "0")]
+    assert {p.name for p in (batch["out"] / "results").iterdir()} >= {"a%3Ab", "a_b", "Ann Lee #101",
+                                                                      "Ann Lee #202", "odd%FFname"}
+
+
+def test_submissions_that_crashed_the_batch_get_their_own_row(batch):
+    assert "nested too deeply" in row(batch, "deep")["status"]
+    assert row(batch, "odd\ufffdname")["score"] == "3"
+    assert "symbolic link" in row(batch, "linked")["status"] and row(batch, "linked")["score"] == ""
+
+
+def test_a_flood_of_output_stops_only_its_own_kernel(batch):
+    assert cells(batch, "flood") == SOFTMAX_ONLY
+    assert "sent more than 256 MiB" in feedback(batch, "flood")
+
+
+@pytest.mark.skipif(not can_isolate(), reason="full isolation needs Linux and root")
+def test_the_folder_shared_with_the_grader_is_read_only_in_the_sandbox(batch):
+    assert cells(batch, "shared") == FULL
+    page = feedback(batch, "shared")
+    assert "shared: OSError" in page and "sockets: OSError" in page
 
 
 def test_patching_torch_before_the_helpers_are_imported_does_not_help(batch):
@@ -373,10 +475,9 @@ def test_fake_passed_output_earns_nothing(batch):
     assert cells(batch, "fake_pass") == SCALE_ONLY
 
 
-def test_hidden_tests_printed_by_learner_code_are_redacted(batch):
+def test_learner_code_reading_its_callers_source_finds_no_hidden_test(batch):
     assert cells(batch, "leak") == FULL
-    page = feedback(batch, "leak")
-    assert "hidden-marker" not in page and "a line of hidden test code was removed" in page
+    assert "hidden-marker" not in feedback(batch, "leak")
 
 
 @pytest.mark.skipif(not can_isolate(), reason="full isolation needs Linux and root")

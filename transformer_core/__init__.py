@@ -14,7 +14,10 @@ complexity parameter, FLOP, memory and KV-cache counters; MFU
 data       character tokenizer, corpora, synthetic tasks
 train      the training loop and its presets
 viz        plots and widgets the chapters share
-testing    what notebook test cells call: friendly checks, shortcut guard, canaries
+testing    what notebook test cells call: friendly checks, shortcut guard, dual-mode helpers
+wire       the checked JSON format between a learner's kernel and the grader's referee
+agent      the grader's agent in a learner's kernel (calls their code, returns raw results)
+remote     the learner's objects as the referee sees them (proxies)
 device     picking the device and the mixed-precision dtype
 ========== ==============================================================
 

@@ -1,10 +1,9 @@
-"""What notebook test cells call: friendly checks, a shortcut guard and tamper canaries.
+"""What notebook test cells call: friendly checks, a shortcut guard and dual-mode helpers.
 
 A test cell in an exercise notebook typically reads::
 
-    from transformer_core.testing import check_close, forbid_shortcuts, untampered
+    from transformer_core.testing import check_close, forbid_shortcuts
 
-    untampered()                                   # hidden tests start with this
     expected = reference_attention(q, k, v)        # the reference runs outside the guard
     with forbid_shortcuts("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"):
         actual = attention(q, k, v)                # the learner's function runs inside it
@@ -14,20 +13,17 @@ A test cell in an exercise notebook typically reads::
 Every check raises ``AssertionError`` with a message written for the learner: what was expected,
 what was found, where, and (when the test author gives one) a hint about the likely mistake.
 
-The checks compare with functions captured when this module is imported and switch off
-``__torch_function__`` overrides while they compare, so monkeypatching ``torch.allclose`` or
-returning a rigged tensor subclass cannot change their verdict. :func:`untampered` is a tripwire
-that notices the common ways of rigging the grading environment from inside the notebook. It is not
-a security boundary: code in the same process can always undo it. Isolation of hostile code is the
-autograder's job.
+The same cell runs in two places. While a learner works, it runs in their kernel, next to their
+code. When the notebook is graded, it runs in the referee, a trusted process (see
+``autograder/referee.py``): there, the learner's names are proxies (:mod:`transformer_core.remote`)
+whose calls run in the learner's kernel and bring back plain data, so the references, the checks and
+the verdict are out of the learner's reach. The helpers here work in both places:
+:func:`forbid_shortcuts` and :func:`standing_in` apply to calls into the kernel, :func:`build`
+constructs library objects (an optimizer, a reference model) where the learner's objects live, and
+:func:`gradients` backpropagates through the learner's code where it runs.
 """
 
 from __future__ import annotations
-
-if "_WATCHED" in globals():
-    # importlib.reload() would capture whatever the notebook has monkeypatched by now.
-    raise ImportError("transformer_core.testing cannot be reloaded: it keeps the functions it captured "
-                      "when first imported, so that checks compare with the genuine ones")
 
 import builtins
 import contextlib
@@ -47,6 +43,8 @@ import torch.utils._device
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from transformer_core import remote
+
 __all__ = [
     "ShortcutError",
     "check_answer",
@@ -54,8 +52,11 @@ __all__ = [
     "check_shape",
     "check_tensor",
     "forbid_shortcuts",
+    "build",
+    "gradients",
+    "in_kernel",
     "seeded",
-    "untampered",
+    "standing_in",
 ]
 
 # --- Originals, captured once at import --------------------------------------------------------
@@ -168,6 +169,11 @@ def _value_at(tensor: torch.Tensor, index: tuple[int, ...]) -> float | complex:
     return _item(_getitem(tensor, index) if index else tensor)
 
 
+def _materialize(value: object) -> object:
+    """A proxy of the learner's kernel (at grading time) replaced by its data; anything else as is."""
+    return remote._materialize(value)
+
+
 # --- Checks -------------------------------------------------------------------------------------
 
 
@@ -188,6 +194,7 @@ def check_tensor(x: object, *, name: str, dtype: torch.dtype | None = None,
     Example:
         >>> check_tensor(torch.zeros(2), name="mask", dtype=torch.float32)
     """
+    x = _materialize(x)
     with _DisableTorchFunction():
         _require_plain_tensor(x, name, None)
         actual_dtype = _dtype_of(x)
@@ -222,6 +229,7 @@ def check_shape(tensor: object, expected_shape: Sequence[int | None], *, name: s
     Example:
         >>> check_shape(torch.zeros(2, 3, 4), (2, None, 4), name="scores")
     """
+    tensor = _materialize(tensor)
     with _DisableTorchFunction():
         _require_plain_tensor(tensor, name, hint)
         actual = _tuple(int(d) for d in _size(tensor))
@@ -264,6 +272,7 @@ def check_close(actual: object, expected: object, *, name: str = "output", atol:
     Example:
         >>> check_close(torch.ones(2) / 2, torch.tensor([0.5, 0.5]), name="weights")
     """
+    actual = _materialize(actual)
     with _DisableTorchFunction():
         _require_plain_tensor(actual, name, hint)
         if not _isinstance(expected, _TENSOR):
@@ -346,6 +355,7 @@ def check_answer(answer: object, expected: str | int | float | bool, *, name: st
     Example:
         >>> check_answer(" B", "b", name="answer_q1")
     """
+    answer = _materialize(answer)
     kind = _type(answer)
     if kind not in (str, int, float, bool):
         raise AssertionError(_with_hint(
@@ -515,6 +525,11 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
     if not dotted_names:
         raise ValueError("forbid_shortcuts needs at least one dotted name, e.g. 'torch.softmax'")
     targets = [(name, *_resolve(name)) for name in dotted_names]
+    session = remote.current()
+    if session is not None:  # at grading time the guard applies to calls into the learner's kernel
+        with session.forbidding(dotted_names, reason):
+            yield
+        return
     main_namespace = getattr(sys.modules.get("__main__"), "__dict__", {})
     saved: list[tuple[object, str, object, bool]] = []
     saved_aliases: list[tuple[str, object]] = []
@@ -585,155 +600,129 @@ def seeded(seed: int = 0) -> Iterator[None]:
             torch.cuda.set_rng_state_all(cuda_states)
 
 
-# --- Tamper canaries ----------------------------------------------------------------------------
-
-_WATCHED_NAMES = (
-    "torch.allclose", "torch.equal", "torch.isclose", "torch.eq", "torch.abs", "torch.isfinite",
-    "torch.testing.assert_close", "torch.Tensor", "torch.Tensor.__eq__", "torch.Tensor.detach",
-    "torch.Tensor.to", "torch.Tensor.size", "torch.Tensor.tolist", "torch.Tensor.item",
-    "numpy.allclose", "numpy.isclose", "numpy.array_equal",
-    "numpy.testing.assert_allclose", "numpy.testing.assert_array_equal",
-    "numpy.testing.assert_array_almost_equal", "numpy.testing.assert_equal",
-    "math.isclose",
-    "builtins.isinstance", "builtins.issubclass", "builtins.type", "builtins.abs", "builtins.len",
-    "builtins.all", "builtins.any", "builtins.sum", "builtins.min", "builtins.max",
-    "builtins.float", "builtins.int", "builtins.bool", "builtins.round", "builtins.getattr",
-    "builtins.AssertionError",
-)
-# Names a test cell may use unqualified; the notebook must not rebind them to something else.
-# (Names a learner may innocently reuse for a variable, such as `max`, `sum` or `type`, are left out.)
-_PROTECTED_GLOBALS = (
-    "isinstance", "issubclass", "len", "getattr", "AssertionError",
-    "check_answer", "check_close", "check_shape", "check_tensor", "forbid_shortcuts", "untampered",
-    "seeded", "ShortcutError", "torch", "numpy", "np",
-)
-_OWN_FUNCTIONS = ("check_answer", "check_close", "check_shape", "check_tensor", "forbid_shortcuts",
-                  "untampered", "seeded", "_require_plain_tensor", "_plain_cpu", "_blocker", "_resolve",
-                  "_with_hint")
+# --- Helpers that work next to the learner's code and at grading time ----------------------------
 
 
-def _lookup(dotted_name: str) -> object:
-    module_name, _, rest = dotted_name.partition(".")
-    value: object = sys.modules[module_name]
-    for part in rest.split("."):
-        value = getattr(value, part)
-    return value
+@contextlib.contextmanager
+def standing_in(**replacements) -> Iterator[None]:
+    """Put reference versions of notebook functions in place while a block runs.
 
+    A test uses it to grade one piece on its own: while it checks ``attention``, a reference
+    ``attention_scores`` stands in for the learner's, so a mistake in an earlier part costs no
+    points twice. At grading time the stand-ins are sent to the learner's kernel as source code, so
+    define them with ``def`` or ``class`` at the top level of the visible part of a test cell (the
+    learner sees the same code in the released notebook), using only names the notebook defines.
 
-def _raises(function, *args, **kwargs) -> bool:
-    try:
-        function(*args, **kwargs)
-    except AssertionError:
-        return True
-    return False
-
-
-def _known_answers() -> list[str]:
-    """Run each watched function on tiny inputs whose answers are known; return what went wrong."""
-    t = _as_tensor
-    probes = {
-        "torch.allclose": lambda: (torch.allclose(t(0.0), t(1.0)) is False
-                                   and torch.allclose(t(1.0), t(1.0)) is True),
-        "torch.equal": lambda: (torch.equal(t([1, 2]), t([1, 3])) is False
-                                and torch.equal(t([1, 2]), t([1, 2])) is True),
-        "torch.isclose": lambda: _tolist(torch.isclose(t([0.0, 1.0]), t([1.0, 1.0]))) == [False, True],
-        "torch.testing.assert_close": lambda: _raises(torch.testing.assert_close, t(0.0), t(1.0)),
-        "torch.Tensor.__eq__": lambda: _tolist(t([1, 2]) == t([1, 3])) == [True, False],
-        "numpy.allclose": lambda: (bool(numpy.allclose(0.0, 1.0)) is False
-                                   and bool(numpy.allclose(1.0, 1.0)) is True),
-        "numpy.isclose": lambda: bool(numpy.isclose(0.0, 1.0)) is False,
-        "numpy.array_equal": lambda: bool(numpy.array_equal([1, 2], [1, 3])) is False,
-        "numpy.testing.assert_allclose": lambda: _raises(numpy.testing.assert_allclose, 0.0, 1.0),
-        "numpy.testing.assert_array_equal": lambda: _raises(numpy.testing.assert_array_equal, [1], [2]),
-        "numpy.testing.assert_equal": lambda: _raises(numpy.testing.assert_equal, 1, 2),
-        "math.isclose": lambda: math.isclose(0.0, 1.0) is False,
-        "builtins.isinstance": lambda: builtins.isinstance(1, str) is False and builtins.isinstance(1, int),
-        "builtins.abs": lambda: builtins.abs(-2) == 2,
-        "builtins.len": lambda: builtins.len([1, 2, 3]) == 3,
-        "transformer_core.testing.check_close": lambda: _raises(
-            sys.modules[__name__].check_close, t([0.0]), t([1.0])),
-        "transformer_core.testing.check_shape": lambda: _raises(
-            sys.modules[__name__].check_shape, torch.zeros(2), (3,), name="x"),
-    }
-    failures = []
-    for name, probe in probes.items():
-        try:
-            ok = probe()
-        except Exception as error:  # a rigged function may raise anything
-            failures.append(f"{name} raised {_type(error).__name__} on a tiny known input")
-            continue
-        if ok is not True:
-            failures.append(f"{name} gives a wrong answer on a tiny known input")
-    return failures
-
-
-def _function_fingerprint(function) -> tuple:
-    return (function, function.__code__, function.__defaults__,
-            _tuple(sorted((function.__kwdefaults__ or {}).items())))
-
-
-def untampered() -> None:
-    """Check that the grading environment still is what it was when this module was imported.
-
-    Verifies that the comparison functions of torch, NumPy and ``math``, key builtins and this
-    module's own functions are the same objects as at import (with the same code and defaults),
-    that they still give known answers on tiny inputs, that the notebook has not rebound names a
-    test cell relies on (``len``, ``check_close``, ``torch`` ...), and that no ``__torch_function__``
-    or ``__torch_dispatch__`` mode is intercepting tensor operations. Hidden test cells call it
-    first. It is a tripwire for tampering from notebook code, not a sandbox.
-
-    Raises:
-        AssertionError: ``"the grading environment was modified: ..."`` listing what changed.
+    Args:
+        **replacements: notebook name -> function or class to use instead while the block runs.
 
     Example:
-        >>> untampered()
+        >>> def _ref_scores(q, k):
+        ...     return q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+        >>> with standing_in(attention_scores=_ref_scores):
+        ...     pass  # attention(q, k, v) now uses _ref_scores
     """
-    problems: list[str] = []
-    for name, original in _WATCHED.items():
-        try:
-            current = _lookup(name)
-        except (KeyError, AttributeError):
-            problems.append(f"{name} was deleted")
-            continue
-        if current is not original:
-            problems.append(f"{name} was replaced")
-    module = sys.modules.get(__name__)
-    if module is None or module.__dict__ is not _MODULE_GLOBALS:
-        problems.append(f"the module {__name__} was replaced in sys.modules")
-    else:
-        for name, value in _PRIVATE_SNAPSHOT.items():
-            if _MODULE_GLOBALS.get(name, _MISSING) is not value:
-                problems.append(f"{__name__}.{name} was replaced")
-    for name, fingerprint in _OWN_FINGERPRINTS.items():
-        if _function_fingerprint(fingerprint[0]) != fingerprint:
-            problems.append(f"the code or defaults of {__name__}.{name} were changed")
-    main_namespace = getattr(sys.modules.get("__main__"), "__dict__", {})
-    for name in _PROTECTED_GLOBALS:
-        if name in main_namespace and main_namespace[name] is not _EXPECTED_GLOBALS[name]:
-            problems.append(f"the notebook rebound the name `{name}`")
-    if _function_mode_depth is not None and _function_mode_depth() > 0:
-        allowed = (torch.utils._device.DeviceContext, _ForbidFunctions)
-        if not all(_type(mode) in allowed for mode in _function_mode_stack()):
-            problems.append("a __torch_function__ mode is intercepting tensor operations")
-    if _dispatch_mode_depth is not None and _dispatch_mode_depth() > 0:
-        if not all(_type(mode) is _ForbidKernels for mode in _dispatch_mode_stack()):
-            problems.append("a __torch_dispatch__ mode is intercepting tensor operations")
-    if not problems:
-        problems = _known_answers()
-    if problems:
-        raise AssertionError("the grading environment was modified: " + "; ".join(problems)
-                             + ". Restart the kernel and run the notebook again without changing "
-                               "library functions.")
+    session = remote.current()
+    if session is not None:
+        with session.standing_in(replacements):
+            yield
+        return
+    namespace = sys.modules["__main__"].__dict__
+    missing = object()
+    saved = {name: namespace.get(name, missing) for name in replacements}
+    namespace.update(replacements)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
 
 
-_MISSING = object()
-_WATCHED = {name: _lookup(name) for name in _WATCHED_NAMES}
-_MODULE_GLOBALS = globals()
-_OWN_FINGERPRINTS = {name: _function_fingerprint(_MODULE_GLOBALS[name]) for name in _OWN_FUNCTIONS}
-_EXPECTED_GLOBALS = {
-    **{name: getattr(builtins, name) for name in _PROTECTED_GLOBALS if hasattr(builtins, name)},
-    **{name: _MODULE_GLOBALS[name] for name in __all__},
-    "torch": torch, "numpy": numpy, "np": numpy,
-}
-_PRIVATE_SNAPSHOT = {name: value for name, value in _MODULE_GLOBALS.items()
-                     if not name.startswith("__") and name not in ("_PRIVATE_SNAPSHOT",)}
+def build(dotted_name: str, *args, **kwargs) -> object:
+    """Call a torch or course-library callable where the learner's objects live.
+
+    Next to the learner's code this is just ``torch.optim.SGD(...)``; at grading time the object is
+    built in the learner's kernel, so it can be handed to their functions (an optimizer over their
+    model's parameters, a reference module their code should accept).
+
+    Args:
+        dotted_name: e.g. ``"torch.optim.SGD"`` or ``"transformer_core.models.DecoderOnlyLM"``.
+        *args, **kwargs: passed on; at grading time they must be data or the learner's objects.
+
+    Example:
+        >>> layer = build("torch.nn.Linear", 4, 2, bias=False)
+    """
+    session = remote.current()
+    if session is not None:
+        return session.call({"$import": dotted_name}, args, kwargs)
+    owner, attribute = _resolve(dotted_name)
+    return getattr(owner, attribute)(*args, **kwargs)
+
+
+def in_kernel(function):
+    """The test's own helper ``function``, to be run where the learner's objects live.
+
+    Next to the learner's code this returns ``function`` itself. At grading time it returns a
+    callable that sends the function's source to the learner's kernel and runs it there, with the
+    notebook's globals; its arguments may be the learner's objects and its result comes back as
+    data. Use it for checks of *how* something is stored, e.g. whether two tensors share memory.
+    Define ``function`` with ``def`` at the top level of the visible part of a test cell.
+
+    Example:
+        >>> def _shares_memory(a, b):
+        ...     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        >>> in_kernel(_shares_memory)(torch.zeros(2), torch.zeros(2))
+        False
+    """
+    session = remote.current()
+    if session is None:
+        return function
+    return lambda *args, **kwargs: session.call(function, args, kwargs)
+
+
+def gradients(function, *inputs, weights: torch.Tensor | None = None, module=None):
+    """Run ``function(*inputs)`` and backpropagate ``sum(output * weights)`` where it runs.
+
+    Args:
+        function: the learner's function or module.
+        *inputs: its arguments; floating-point tensors among them get gradients (copies are used,
+            the caller's tensors are not changed).
+        weights: the gradient of the loss with respect to the output (default: all ones, i.e.
+            the loss is ``output.sum()``). When ``function`` returns a tuple, its first item counts.
+        module: a module whose parameters' gradients are also wanted (usually ``function`` itself).
+
+    Returns:
+        ``(output, input_grads, parameter_grads)``: the detached output; one gradient (or None) per
+        input; ``{name: gradient or None}`` for ``module``'s parameters (None without ``module``).
+
+    Example:
+        >>> out, (grad_x,), _ = gradients(torch.tanh, torch.zeros(3))
+        >>> grad_x
+        tensor([1., 1., 1.])
+    """
+    session = remote.current()
+    if session is not None and (_type(function) is remote.RemoteObject or _type(module) is remote.RemoteObject):
+        return build(f"{__name__}.gradients", function, *inputs, weights=weights, module=module)
+    leaves = [_detach(x).clone().requires_grad_(True)
+              if _isinstance(x, _TENSOR) and (_is_floating_point(x) or _is_complex(x)) else x for x in inputs]
+    if module is not None:
+        module.zero_grad(set_to_none=True)
+    with torch.enable_grad():
+        output = function(*leaves)
+        main = output[0] if _isinstance(output, _tuple) else output
+        if not _isinstance(main, _TENSOR):
+            raise AssertionError(f"the function should return a tensor, but it returned {_type(main).__name__}")
+        if not main.requires_grad:
+            raise AssertionError("the output does not depend on the inputs through operations that keep "
+                                 "gradients (did you use .detach(), .item(), .numpy() or torch.no_grad()?)")
+        loss = (main * (weights if weights is not None else torch.ones_like(main))).sum()
+        loss.backward()
+    detached = (_tuple(_detach(o) if _isinstance(o, _TENSOR) else o for o in output)
+                if _isinstance(output, _tuple) else _detach(output))
+    grads = _tuple(x.grad if _isinstance(x, _TENSOR) and x.requires_grad else None for x in leaves)
+    params = None if module is None else {name: (None if p.grad is None else _detach(p.grad).clone())
+                                           for name, p in module.named_parameters()}
+    return detached, grads, params

@@ -1,0 +1,327 @@
+"""The referee: the trusted process that runs the tests and decides every verdict.
+
+A learner's code runs in a sandboxed kernel (:mod:`autograder.runner`). The tests do not: each test
+cell, visible and hidden parts together, runs here, in a separate process the learner's code cannot
+reach, started by the grader. A name the test uses but does not define (``attention``, ``answer_q1``,
+``SelfAttention``) is looked up in the learner's kernel and comes back as data or as a proxy
+(:mod:`transformer_core.remote`); calling the proxy runs the learner's code in the kernel and
+brings back its raw result. References, comparisons, hints and the verdict are computed here, so the
+only way to earn a test's points is to make the kernel return the right values. Nothing of a test's
+code travels to the kernel: only names, data and the public stand-ins of
+:func:`transformer_core.testing.standing_in`.
+
+The grader and the referee talk over the referee's stdin and stdout, one JSON object per line:
+
+========================================= =========================================================
+grader -> referee                          referee -> grader
+========================================= =========================================================
+``{"type": "start", "prelude": [...]}``   ``{"type": "ready"}`` (the notebook's imports are done)
+``{"type": "test", "source": ...}``       ``{"type": "kernel", "request": ...}`` (any number), then
+                                          ``{"type": "verdict", "ok": ..., "reason": ...}``
+``{"type": "response", "text": ...}`` or  (the kernel's answer to the last request, or why there is
+``{"type": "unavailable", "reason": ...}`` none)
+========================================= =========================================================
+
+Whatever a test prints is discarded: feedback is built from verdicts only. :class:`RefereeProcess`
+is the grader's end: one referee per job slot, reused for every notebook that slot grades.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import io
+import json
+import linecache
+import os
+import sys
+import time
+from pathlib import Path
+
+from transformer_core import remote, wire
+
+HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+MAX_REASON_CHARS = 4000
+
+
+class Namespace(dict):
+    """A test cell's globals: what the test defines, else the learner's names through the session."""
+
+    def __init__(self, session: remote.Session, base: dict) -> None:
+        super().__init__(base)
+        self.session = session
+        self.fetched: set[str] = set()
+
+    def __missing__(self, name: str) -> object:
+        if hasattr(builtins, name) or name.startswith("__"):
+            raise KeyError(name)
+        try:
+            value = self.session.lookup(name)
+        except NameError:
+            raise KeyError(name) from None
+        if isinstance(value, type(sys)):  # the learner's own module names are not trusted
+            raise KeyError(name)
+        self[name] = value
+        self.fetched.add(name)
+        return value
+
+    def forget_fetched(self) -> None:
+        """Drop what came from the kernel, so the next cell sees the notebook as it is then."""
+        for name in self.fetched:
+            self.pop(name, None)
+        self.fetched.clear()
+
+
+def public_view(source: str) -> str:
+    """``source`` with its hidden-test lines blanked (same line numbers), for ``inspect.getsource``:
+    a stand-in defined in a hidden region cannot be sent to the kernel."""
+    lines, inside = [], False
+    for line in source.split("\n"):
+        if HIDDEN_BEGIN in line:
+            inside = True
+        lines.append("" if inside else line)
+        if HIDDEN_END in line:
+            inside = False
+    return "\n".join(lines)
+
+
+def public_definition_in(public: str, name: str) -> str | None:
+    """The source of the last top-level ``def``/``class`` called ``name`` in ``public``, or None."""
+    try:
+        tree = ast.parse(public)
+    except SyntaxError:
+        return None
+    lines = public.split("\n")
+    found = None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            found = "\n".join(lines[start - 1: node.end_lineno]) + "\n"
+    return found
+
+
+def describe(error: BaseException) -> str:
+    """One line for feedback: ``Type: message`` (the learner's errors keep their own type name)."""
+    kind = type(error).__name__
+    try:
+        message = str(error)
+    except Exception:
+        message = ""
+    text = f"{kind}: {message}" if message else kind
+    return text[:MAX_REASON_CHARS]
+
+
+class Referee:
+    """The process's state: one session and one namespace per graded notebook."""
+
+    def __init__(self, receive, send) -> None:
+        self.receive, self.send = receive, send
+        self.session = remote.Session(self._transport, self.public_definition)
+        self.namespace: Namespace | None = None
+        self.cells = 0
+        self.public: dict[str, str] = {}  # test cell file name -> its source without hidden lines
+
+    def public_definition(self, value: object) -> dict:
+        """The source of a top-level ``def`` or ``class`` of the visible part of a test cell."""
+        name = getattr(value, "__name__", "?")
+        code = getattr(value, "__code__", None)
+        files = [code.co_filename] if code is not None else list(reversed(self.public))
+        for filename in files:
+            source = public_definition_in(self.public.get(filename, ""), name)
+            if source is not None:
+                return {"source": source, "name": name}
+        raise ValueError(f"`{name}` must be defined with def or class at the top level of the visible "
+                         "part of a test cell to be sent to the learner's kernel")
+
+    def _transport(self, request: str) -> str:
+        self.send({"type": "kernel", "request": request})
+        message = self.receive()
+        if message.get("type") == "response" and type(message.get("text")) is str:
+            return message["text"]
+        raise remote.KernelUnavailable(str(message.get("reason") or "the kernel did not answer"))
+
+    def start(self, prelude: list[str]) -> None:
+        for filename in self.public:
+            linecache.cache.pop(filename, None)
+        self.public.clear()
+        base = {"__name__": "__main__", "__builtins__": builtins}
+        for statement in prelude:
+            exec(compile(statement, "<notebook imports>", "exec"), base)
+        self.namespace = Namespace(self.session, base)
+
+    def run_test(self, source: str) -> tuple[bool, str]:
+        """Run one test cell; return (passed, reason)."""
+        self.cells += 1
+        filename = f"<test cell {self.cells}>"
+        public = public_view(source)
+        linecache.cache[filename] = (len(public), None, [line + "\n" for line in public.split("\n")], filename)
+        self.public[filename] = public
+        self.namespace.forget_fetched()
+        try:
+            with remote.active(self.session):
+                exec(compile(source, filename, "exec"), self.namespace)
+        except remote.KernelUnavailable as error:
+            return False, str(error)
+        except wire.WireError as error:
+            return False, f"the kernel's answer could not be read: {error}"
+        except Exception as error:
+            return False, describe(error)
+        return True, ""
+
+
+class RefereeError(Exception):
+    """The referee itself failed (not the learner's code); the submission should be graded again."""
+
+
+def import_statements(source: str) -> list[str]:
+    """The top-level ``import`` statements of a notebook cell (magics and shell lines ignored)."""
+    lines = [line for line in source.split("\n") if not line.lstrip().startswith(("%", "!"))]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return []
+    return [ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+class RefereeProcess:
+    """The grader's end of one referee process, started on first use and restarted when needed.
+
+    Args:
+        memory_mb: the referee's address-space limit (it handles data the learner's code chose).
+    """
+
+    def __init__(self, memory_mb: int = 4096) -> None:
+        self.process: asyncio.subprocess.Process | None = None
+        self.memory_mb = memory_mb
+
+    async def prepare(self) -> None:
+        """Start the process now, so that it loads torch while the grader starts the kernel."""
+        await self._ensure()
+
+    async def _ensure(self) -> asyncio.subprocess.Process:
+        if self.process is None or self.process.returncode is not None:
+            package_parent = str(Path(__file__).resolve().parent.parent)
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+                [package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]),
+                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+                "TQDM_DISABLE": "1", "MPLBACKEND": "Agg"}
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "autograder.referee", stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
+                limit=2 * wire.MAX_CHARS + 4096, preexec_fn=self._limit_memory)
+        return self.process
+
+    def _limit_memory(self) -> None:
+        import resource
+
+        size = max(self.memory_mb, 2048) * 1024 * 1024
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+        except (ValueError, OSError):  # a platform that refuses the limit
+            pass
+
+    async def _send(self, message: dict) -> None:
+        process = await self._ensure()
+        process.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
+        await process.stdin.drain()
+
+    async def _receive(self, timeout: float) -> dict:
+        line = await asyncio.wait_for(self.process.stdout.readline(), timeout)
+        if not line:
+            await self.close()
+            raise RefereeError("the referee process stopped unexpectedly")
+        return json.loads(line)
+
+    async def start_notebook(self, prelude: list[str], timeout: float = 120.0) -> None:
+        """Begin a notebook: a fresh namespace holding the instructor's imports."""
+        try:
+            await self._send({"type": "start", "prelude": prelude})
+            reply = await self._receive(timeout)
+        except (asyncio.TimeoutError, OSError) as error:
+            await self.close()
+            raise RefereeError(f"the referee did not start ({type(error).__name__})") from None
+        if reply.get("error"):
+            raise RefereeError(f"the notebook's imports failed in the referee: {reply['error']}")
+
+    async def run_test(self, source: str, kernel, timeout: float) -> tuple[str, str]:
+        """Run one test cell against ``kernel``; return ``(status, reason)`` as for a cell.
+
+        Raises:
+            KernelStopped: the kernel died during the test (the test has failed).
+            RefereeError: the referee failed.
+        """
+        from autograder.runner import AgentError, KernelStopped
+
+        deadline = time.monotonic() + timeout
+        await self._send({"type": "test", "source": source})
+        stopped: KernelStopped | None = None
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                message = await self._receive(max(remaining, 0.001))
+            except asyncio.TimeoutError:
+                await self.close()
+                return "timeout", f"the test ran longer than {timeout:g} s and was stopped"
+            if message.get("type") == "verdict":
+                if stopped is not None:
+                    raise stopped
+                return ("ok", "") if message.get("ok") else ("error", str(message.get("reason", ""))[:MAX_REASON_CHARS])
+            if message.get("type") != "kernel":
+                await self.close()
+                raise RefereeError(f"the referee sent an unexpected message {str(message)[:80]}")
+            if stopped is not None:
+                await self._send({"type": "unavailable", "reason": str(stopped)})
+                continue
+            try:
+                answer = await kernel.ask(message["request"], max(remaining, 0.001))
+                await self._send({"type": "response", "text": answer})
+            except AgentError as error:
+                reason = (f"your code ran longer than {timeout:g} s and was interrupted" if error.timed_out
+                          else f"your code did not answer: {error}")
+                await self._send({"type": "unavailable", "reason": reason})
+            except KernelStopped as error:
+                stopped = error
+                await self._send({"type": "unavailable", "reason": str(error)})
+
+    async def close(self) -> None:
+        """Stop the process (a later call starts a new one)."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+        self.process = None
+
+
+def main() -> None:
+    """Serve the grader on stdin/stdout until stdin closes."""
+    channel_in, channel_out = sys.stdin, sys.stdout
+    sys.stdout = sys.stderr = io.StringIO()  # a test's prints go nowhere
+
+    def receive() -> dict:
+        line = channel_in.readline()
+        if not line:
+            raise SystemExit(0)
+        return json.loads(line)
+
+    def send(message: dict) -> None:
+        channel_out.write(json.dumps(message) + "\n")
+        channel_out.flush()
+
+    referee = Referee(receive, send)
+    while True:
+        sys.stdout.seek(0)
+        sys.stdout.truncate()
+        message = receive()
+        if message["type"] == "start":
+            try:
+                referee.start(message["prelude"])
+                send({"type": "ready"})
+            except Exception as error:
+                send({"type": "ready", "error": describe(error)})
+        elif message["type"] == "test":
+            ok, reason = referee.run_test(message["source"])
+            send({"type": "verdict", "ok": ok, "reason": reason})
+
+
+if __name__ == "__main__":
+    main()

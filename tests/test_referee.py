@@ -1,0 +1,201 @@
+"""The channel between a learner's kernel and the referee: the wire format, the agent, the proxies.
+
+These run the agent in this process (its answers as JSON text, exactly what the kernel would send)
+with a fake notebook namespace as ``__main__``; the grading tests run the same code across real,
+sandboxed kernels.
+"""
+
+import math
+import sys
+import types
+
+import pytest
+import torch
+
+from autograder.referee import Referee, public_view
+from transformer_core import agent, remote, wire
+from transformer_core.testing import ShortcutError
+
+
+# --- wire ---------------------------------------------------------------------------------------
+
+
+def test_values_round_trip_as_plain_data():
+    value = {"t": torch.arange(6, dtype=torch.float16).reshape(2, 3), "b": torch.tensor([True, False]),
+             "c": (1, 2.5, float("nan"), float("-inf"), 1 + 2j, None, "x", [True]),
+             "size": torch.Size([2, 3]), "dtype": torch.bfloat16, 7: torch.zeros(0, 4),
+             "big": 2 ** 70, "p": torch.nn.Parameter(torch.ones(2))}
+    back = wire.loads(wire.dumps(value))
+    assert torch.equal(back["t"], value["t"]) and back["t"].dtype == torch.float16
+    assert type(back["p"]) is torch.Tensor and back["p"].requires_grad
+    assert back["c"][:2] == (1, 2.5) and math.isnan(back["c"][2]) and back["c"][3:] == (
+        float("-inf"), 1 + 2j, None, "x", [True])
+    assert back["size"] == torch.Size([2, 3]) and back["dtype"] is torch.bfloat16
+    assert back[7].shape == (0, 4) and back["big"] == float(2 ** 70)
+
+
+@pytest.mark.parametrize("document, why", [
+    ('{"$tensor": {"dtype": "float32", "shape": [1000000, 1000000], "requires_grad": false, "data": ""}}',
+     "needs"),
+    ('{"$tensor": {"dtype": "object", "shape": [1], "requires_grad": false, "data": ""}}', "dtype"),
+    ('{"$pickle": "gASV"}', "unknown entry"),
+    ('{"a": 1}', "unknown entry"),
+    ("[" * 100_000 + "]" * 100_000, "nested"),
+    ('NaN', "bare NaN"),
+    ('{"$ref": 1, "types": []}', "not accepted"),
+])
+def test_malformed_documents_are_refused_with_a_reason(document, why):
+    with pytest.raises(wire.WireError, match=why):
+        wire.loads(document)
+
+
+def test_oversized_documents_are_refused_before_parsing(monkeypatch):
+    monkeypatch.setattr(wire, "MAX_CHARS", 100)
+    with pytest.raises(wire.WireError, match="larger than"):
+        wire.loads('"' + "x" * 200 + '"')
+
+
+# --- a referee against an in-process agent -------------------------------------------------------
+
+
+LEARNER_CODE = '''
+import torch
+import torch.nn as nn
+
+def double(x):
+    return 2 * x
+
+def wrong_double(x):
+    return 3 * x
+
+def scale_in_place(x):
+    x.mul_(10)
+    return x
+
+def softmax_shortcut(x):
+    return torch.softmax(x, -1)
+
+def explode(x):
+    raise ValueError("learner says no")
+
+def call_helper(x):
+    return helper(x)
+
+def helper(x):
+    return x + 1
+
+def apply(fn, x):
+    return fn(x)
+
+answer_q1 = " B"
+layer = nn.Linear(3, 2, bias=False)
+'''
+
+
+@pytest.fixture()
+def notebook(monkeypatch):
+    """A fake learner notebook as ``__main__``, and a referee talking to it through the agent."""
+    main = types.ModuleType("__main__")
+    exec(LEARNER_CODE, main.__dict__)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    inbox: list[dict] = []
+
+    def send(message):
+        if message["type"] == "kernel":  # the kernel is another process: no session is active there
+            sessions = remote._current[:]
+            remote._current.clear()
+            try:
+                inbox.append({"type": "response", "text": agent.answer(message["request"])})
+            finally:
+                remote._current[:] = sessions
+
+    referee = Referee(lambda: inbox.pop(0), send)
+    referee.start(["import torch", "import torch.nn as nn",
+                   "from transformer_core.testing import check_close, check_answer, forbid_shortcuts, "
+                   "standing_in, gradients, in_kernel, build"])
+    return referee, main
+
+
+def test_verdicts_come_from_the_values_the_learner_returns(notebook):
+    referee, _ = notebook
+    assert referee.run_test("x = torch.ones(3)\ncheck_close(double(x), 2 * x)") == (True, "")
+    ok, reason = referee.run_test("x = torch.ones(3)\ncheck_close(wrong_double(x), 2 * x, name='y')")
+    assert not ok and "`y` has the wrong values" in reason
+    assert referee.run_test("check_answer(answer_q1, 'b', name='answer_q1')") == (True, "")
+
+
+def test_learner_errors_keep_their_type_and_in_place_changes_come_back(notebook):
+    referee, _ = notebook
+    assert referee.run_test(
+        "try:\n    explode(torch.ones(1))\nexcept ValueError as e:\n    assert 'learner says no' in str(e)\n"
+        "else:\n    raise AssertionError('no error')") == (True, "")
+    assert referee.run_test(
+        "x = torch.ones(2)\nscale_in_place(x)\nassert torch.equal(x, torch.full((2,), 10.0))") == (True, "")
+
+
+def test_shortcut_guards_and_stand_ins_apply_in_the_kernel(notebook):
+    referee, main = notebook
+    ok, reason = referee.run_test(
+        "with forbid_shortcuts('torch.softmax'):\n    softmax_shortcut(torch.ones(2))")
+    assert not ok and reason.startswith("ShortcutError") and "implement this yourself" in reason
+    source = "def _ref_helper(x):\n    return x - 1\n\nwith standing_in(helper=_ref_helper):\n" \
+             "    check_close(call_helper(torch.ones(2)), torch.zeros(2))\nassert call_helper(torch.ones(1)).item() == 2"
+    assert referee.run_test(source) == (True, "")
+    assert main.helper(torch.ones(1)).item() == 2  # restored
+
+
+def test_code_from_hidden_tests_never_goes_to_the_kernel(notebook):
+    referee, _ = notebook
+    hidden = ("x = 1\n### BEGIN HIDDEN TESTS\ndef _secret(x):\n    return x * 2\n"
+              "apply(_secret, torch.ones(1))\n### END HIDDEN TESTS")
+    assert "_secret" not in public_view(hidden) and public_view(hidden).count("\n") == hidden.count("\n")
+    ok, reason = referee.run_test(hidden)
+    assert not ok and "visible part" in reason
+    visible = "def _public(x):\n    return x * 2\n\nassert apply(_public, torch.ones(1)).item() == 2"
+    assert referee.run_test(visible) == (True, "")
+
+
+def test_modules_of_the_learner_work_through_proxies(notebook):
+    referee, main = notebook
+    source = """
+assert isinstance(layer, nn.Linear) and isinstance(layer.weight, torch.Tensor)
+assert layer.weight.shape == (2, 3) and sum(p.numel() for p in layer.parameters()) == 6
+with torch.no_grad():
+    layer.weight.copy_(torch.ones(2, 3))
+check_close(layer(torch.ones(1, 3)), torch.full((1, 2), 3.0))
+out, (grad_x,), grads = gradients(layer, torch.ones(1, 3), module=layer)
+check_close(grads["weight"], torch.ones(2, 3))
+opt = build("torch.optim.SGD", layer.parameters(), lr=1.0)
+state = layer.state_dict()                          # an OrderedDict comes back as a plain dict
+assert type(state) is dict and torch.equal(state["weight"], torch.ones(2, 3))
+layer.load_state_dict({"weight": 2 * state["weight"]})
+"""
+    assert referee.run_test(source) == (True, "")
+    assert torch.equal(main.layer.weight.detach(), torch.full((2, 3), 2.0))
+
+
+def test_a_test_cannot_swallow_a_lost_kernel(notebook):
+    referee, _ = notebook
+
+    def lost(message):
+        if message["type"] == "kernel":
+            referee.receive = lambda: {"type": "unavailable", "reason": "the kernel was stopped: too much output"}
+
+    referee.send = lost
+    ok, reason = referee.run_test("try:\n    double(torch.ones(1))\nexcept Exception:\n    pass")
+    assert not ok and reason == "the kernel was stopped: too much output"
+
+
+def test_builtins_are_not_looked_up_and_learner_modules_are_not_trusted(notebook):
+    referee, main = notebook
+    main.math = torch  # a learner who rebinds a module name gets nothing from it
+    ok, reason = referee.run_test("math.sqrt(4)")
+    assert not ok and "NameError" in reason
+    assert referee.run_test("assert len([1, 2]) == 2 and isinstance(3, int)") == (True, "")
+
+
+def test_errors_map_to_builtin_types_and_shortcuts():
+    assert isinstance(remote.learner_error(["ValueError", "Exception"], "m"), ValueError)
+    assert isinstance(remote.learner_error(["ShortcutError", "RuntimeError"], "m"), ShortcutError)
+    error = remote.learner_error(["MyError", "Exception", "BaseException", "object"], "m")
+    assert isinstance(error, remote.LearnerError) and not isinstance(error, ValueError)

@@ -1,0 +1,202 @@
+"""The grader's agent inside a learner's kernel: it calls the learner's code and returns raw results.
+
+At grading time the tests of a notebook do not run in the learner's kernel. They run in a separate,
+trusted process (the referee, see ``autograder/referee.py``), which computes every expected value
+and decides every verdict. Whenever a test needs the learner's code (call ``attention(q, k, v)``,
+build ``SelfAttention(8, 4)``, read ``answer_q1``), the grader sends this agent one request; the
+agent does exactly that and answers with the raw result, encoded by :mod:`transformer_core.wire`,
+which the grader reads from the kernel's reply (a user expression of type :data:`RESPONSE_MIME`).
+
+Nothing here decides anything: learner code runs in this process and could replace the agent. It
+would gain nothing by it, because the only thing it can change is the values it sends back, and
+those are checked elsewhere. Objects that cannot travel as data (modules of the learner, bound
+methods, generators, ``nn.Parameter`` objects, which stay here so that in-place updates reach them)
+are kept in a table and sent as references; the table is emptied after each test (``release``).
+
+A request is JSON: ``{"op": ..., ...}`` with the ops ``lookup`` (a name of the notebook),
+``call``, ``getattr``, ``getitem``, ``iter``, ``len``, ``value`` (an object's data) and ``release``.
+A call may name a library callable (``{"$import": "torch.optim.SGD"}``), and its arguments may hold
+the public source of a test's helper function or class (``$code``, defined here with the notebook's
+globals), which is how a test hands the learner's code a callback or a stand-in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import sys
+import types
+
+import torch
+
+from transformer_core import wire
+
+RESPONSE_MIME = "application/vnd.transformer-course.response+json"
+MAX_ERROR_CHARS = 2000
+# Library callables a test may ask the agent to run here (to build objects next to the learner's).
+IMPORTABLE_PREFIXES = ("torch.", "transformer_core.")
+
+_objects: dict[int, object] = {}
+_counter = [0]
+
+
+def _reference(value: object) -> dict:
+    if isinstance(value, types.ModuleType):
+        return {"$module": value.__name__}
+    _counter[0] += 1
+    _objects[_counter[0]] = value
+    kinds = [f"{k.__module__}.{k.__qualname__}" for k in type(value).__mro__]
+    return {"$ref": _counter[0], "types": kinds}
+
+
+def _resolve(document: dict) -> object:
+    if "$code" in document:
+        return _define(document["$code"])
+    if "$build" in document:
+        spec = document["$build"]
+        return _import(spec["callable"])(**wire.decode(spec["fields"], resolve=_resolve))
+    number = document.get("$ref")
+    if type(number) is not int or number not in _objects:
+        raise LookupError(f"the grader referred to an object that no longer exists ({number!r})")
+    return _objects[number]
+
+
+def _import(dotted: str) -> object:
+    if not dotted.startswith(IMPORTABLE_PREFIXES):
+        raise ValueError(f"the agent only imports torch and transformer_core names, not {dotted!r}")
+    module_name, _, attribute = dotted.rpartition(".")
+    value = importlib.import_module(module_name)
+    return getattr(value, attribute)
+
+
+def _define(spec: dict) -> object:
+    """A test's public function or class, defined here once per source (so a class keeps one identity)."""
+    key = ("$code", spec["source"], spec["name"])
+    if key not in _definitions:
+        scratch: dict = {}
+        exec(compile(spec["source"], f"<test code {spec['name']}>", "exec"),
+             sys.modules["__main__"].__dict__, scratch)
+        _definitions[key] = scratch[spec["name"]]
+    return _definitions[key]
+
+
+_definitions: dict[tuple, object] = {}
+
+
+def _call(request: dict) -> object:
+    from transformer_core.testing import forbid_shortcuts, standing_in
+
+    target = request["target"]
+    function = _import(target["$import"]) if "$import" in target else _resolve(target)
+    received: list[torch.Tensor] = []
+    args = wire.decode(request.get("args", []), resolve=_resolve, received=received)
+    kwargs = wire.decode(request.get("kwargs", {"$dict": []}), resolve=_resolve, received=received)
+    before = [t.detach().clone() for t in received]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.set_grad_enabled(bool(request.get("grad", True))))
+        stand_ins = {name: _resolve(document) for name, document in request.get("stand_ins", {}).items()}
+        stack.enter_context(standing_in(**stand_ins))
+        for group in request.get("forbid", []):
+            stack.enter_context(forbid_shortcuts(*group["names"], reason=group.get("reason")))
+        value = function(*args, **kwargs)
+    changed = [i for i, (t, b) in enumerate(zip(received, before))
+               if t.shape != b.shape or t.dtype != b.dtype or not torch.equal(t.detach(), b)]
+    return _Result(value, changed, received)
+
+
+def _dispatch(request: dict) -> object:
+    namespace = sys.modules["__main__"].__dict__
+    op = request.get("op")
+    if op == "lookup":
+        name = request["name"]
+        if name not in namespace:
+            raise NameError(f"name {name!r} is not defined in your notebook")
+        return namespace[name]
+    if op == "call":
+        return _call(request)
+    if op == "release":
+        _objects.clear()
+        _definitions.clear()
+        return None
+    target = _resolve(request["target"])
+    if op == "getattr":
+        return getattr(target, request["name"])
+    if op == "getitem":
+        return target[wire.decode(request["key"], resolve=_resolve)]
+    if op == "iter":
+        return list(target)
+    if op == "len":
+        return len(target)
+    if op == "value":
+        return _Data(target)
+    raise ValueError(f"unknown request {op!r}")
+
+
+class _Result:
+    """A call's result and the tensor arguments it changed in place (sent back so that the test's
+    own tensors change too, exactly as when the test calls the function directly)."""
+
+    def __init__(self, value: object, changed: list[int], arguments: list[torch.Tensor]) -> None:
+        self.value, self.changed, self.arguments = value, changed, arguments
+
+
+class _Data:
+    """Marks a result to be sent as data only (a Parameter as its values, no references)."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+def _describe(error: BaseException) -> dict:
+    try:
+        message = str(error)
+    except Exception:  # a learner's exception whose __str__ fails
+        message = "(the error message could not be printed)"
+    kinds = [k.__name__ for k in type(error).__mro__]
+    return {"types": kinds, "message": message[:MAX_ERROR_CHARS]}
+
+
+def answer(request_text: str) -> str:
+    """The response (JSON text) to one request of the grader (see the module docstring)."""
+    try:
+        value = _dispatch(json.loads(request_text))
+        response = {"ok": True}
+        if isinstance(value, _Result):
+            response["changed"] = [[i, wire.encode(value.arguments[i])] for i in value.changed]
+            value = value.value
+        if isinstance(value, _Data):
+            response["value"] = wire.encode(value.value)
+        else:
+            response["value"] = wire.encode(value, reference=_reference, subclasses_by_reference=True)
+    except wire.WireError as error:
+        response = {"ok": False, "error": {"types": ["WireError"], "message": str(error)}}
+    except Exception as error:  # the learner's code may raise anything; the referee decides
+        response = {"ok": False, "error": _describe(error)}
+    return json.dumps(response, allow_nan=False, separators=(",", ":"))
+
+
+class _Response:
+    """The last answer, shown as :data:`RESPONSE_MIME` (the grader reads it as a user expression of
+    its execute request, so it arrives in the kernel's reply, never among the cell's outputs)."""
+
+    text = ""
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {RESPONSE_MIME: self.text}
+
+    def __repr__(self) -> str:
+        return "<the grading agent's last answer>"
+
+
+_last = _Response()
+
+
+def serve(request_text: str) -> None:
+    """Answer one request of the grader; :func:`response` then holds the answer."""
+    _last.text = answer(request_text)
+
+
+def response() -> _Response:
+    """The answer to the last request (see :class:`_Response`)."""
+    return _last
