@@ -6,7 +6,8 @@ its status comes from the kernel's ``execute_reply`` (never from printed text), 
 reduced to text and capped, a cell that outlives its time limit is interrupted (and the kernel
 stopped if it does not respond), and a kernel that dies (``os._exit``, ``exit()``, a crash, the CPU
 limit) raises :class:`KernelStopped` with the reason. :meth:`SandboxedKernel.ask` sends one request
-to the grading agent in the kernel (:mod:`transformer_core.agent`) and returns its raw answer.
+to the grading agent in the kernel (:mod:`transformer_core.agent`, installed as the handler of a
+message type of its own right after the kernel starts) and returns its raw answer.
 
 Everything the kernel sends is bounded: one message at most :data:`MAX_MESSAGE_BYTES`, at most
 :data:`QUEUED_MESSAGES` waiting per socket, and per notebook at most ``Limits.message_mb`` and
@@ -39,14 +40,13 @@ from jupyter_client.manager import AsyncKernelManager
 from autograder import sandbox
 from autograder.notebooks import clean_text
 from autograder.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, SEALED, KernelSpec, Limits
-from transformer_core.agent import RESPONSE_MIME
+from transformer_core.agent import REPLY_TYPE, REQUEST_TYPE
 
 # The largest message the grader accepts from a kernel; a bigger one is refused, not buffered.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # Messages a socket may hold before the grader reads them (the kernel's sends block or drop beyond).
 QUEUED_MESSAGES = 4
-AGENT_CODE = "__import__('transformer_core.agent', fromlist=['serve']).serve({request!r})"
-AGENT_RESPONSE = {"response": "__import__('transformer_core.agent', fromlist=['response']).response()"}
+INSTALL_AGENT = "__import__('transformer_core.agent', fromlist=['install']).install()"
 INTERRUPT_GRACE_S = 5.0
 IOPUB_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 5.0
@@ -120,7 +120,6 @@ class CellOutcome:
     reason: str = ""
     outputs: list[dict] = field(default_factory=list)
     seconds: float = 0.0
-    expressions: dict = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -262,6 +261,10 @@ class SandboxedKernel:
             await self.stop()
             raise KernelStopped(f"the kernel did not start ({error})" + (f": {log}" if log else "")) from None
         self._reader = asyncio.ensure_future(self._read_iopub())
+        installed = await self.run(INSTALL_AGENT, self.limits.startup_timeout, silent=True)
+        if not installed.ok:
+            await self.stop()
+            raise KernelStopped(f"the kernel did not start (the grading agent failed: {installed.reason})")
 
     async def stop(self) -> None:
         """Stop the kernel and everything in its sandbox; safe to call more than once."""
@@ -362,18 +365,13 @@ class SandboxedKernel:
             if msg.get("parent_header", {}).get("msg_id") == msg_id:
                 return msg
 
-    async def run(self, code: str, timeout: float, *, silent: bool = False,
-                  expressions: dict[str, str] | None = None, outputs: bool = True) -> CellOutcome:
+    async def run(self, code: str, timeout: float, *, silent: bool = False) -> CellOutcome:
         """Run ``code`` and report how it ended.
 
         Args:
             code: the cell's source.
             timeout: seconds it may take; then the kernel is interrupted.
             silent: run without recording history or outputs (for the grader's own checks).
-            expressions: user expressions the kernel evaluates after the code; their results land
-                in the outcome's ``expressions`` (name -> the reply's ``{"status", "data"}``).
-            outputs: collect the cell's outputs (otherwise they are dropped as they arrive, and
-                the call returns as soon as the reply is in).
 
         Raises:
             KernelStopped: if the kernel died, or had to be stopped because an interrupt did not
@@ -383,15 +381,12 @@ class SandboxedKernel:
             raise KernelStopped("the kernel is not running")
         start = time.monotonic()
         msg_id = self.kc.execute(code, silent=silent, store_history=not silent, allow_stdin=False,
-                                 stop_on_error=False, user_expressions=expressions or {})
-        collector = _Collector(self.limits.output_chars)
-        if outputs:
-            self._collectors[msg_id] = collector
+                                 stop_on_error=False)
+        collector = self._collectors[msg_id] = _Collector(self.limits.output_chars)
         try:
             try:
                 reply = await self._reply(msg_id, timeout)
                 status, reason = _status_of(reply)
-                evaluated = reply.get("content", {}).get("user_expressions") or {}
             except asyncio.TimeoutError:
                 await self.km.interrupt_kernel()
                 try:
@@ -401,22 +396,21 @@ class SandboxedKernel:
                     raise KernelStopped(f"the cell ran longer than {timeout:g} s and did not stop when "
                                         "interrupted, so the kernel was stopped") from None
                 status, reason = "timeout", f"the cell ran longer than {timeout:g} s and was interrupted"
-                evaluated = {}
             try:
-                if outputs:
-                    await asyncio.wait_for(collector.done.wait(), IOPUB_GRACE_S)
+                await asyncio.wait_for(collector.done.wait(), IOPUB_GRACE_S)
             except asyncio.TimeoutError:
                 collector.add("stderr", "[some output may be missing: the kernel sent too much, or too "
                                         "large a message]\n")
         finally:
             self._collectors.pop(msg_id, None)
+        await self._check_budget()
+        return CellOutcome(status, reason, collector.outputs, time.monotonic() - start)
+
+    async def _check_budget(self) -> None:
         if self.budget.exceeded:
             await self.stop()
             raise KernelStopped(f"the kernel was stopped: it sent more than {self.limits.message_mb} MiB "
                                 f"or {self.limits.messages:,} messages of output")
-        outcome = CellOutcome(status, reason, collector.outputs, time.monotonic() - start)
-        outcome.expressions = evaluated if isinstance(evaluated, dict) else {}
-        return outcome
 
     async def ask(self, request: str, timeout: float) -> str:
         """Send one request to the grading agent in the kernel and return its answer (JSON text).
@@ -425,20 +419,32 @@ class SandboxedKernel:
 
         Raises:
             KernelStopped: if the kernel died or had to be stopped (see :meth:`run`).
-            AgentError: if the request failed in a way the agent could not report (the learner's
-                code ended it with an interrupt, or the answer is missing, repeated or too large).
+            AgentError: if the learner's code ran past ``timeout`` (it is interrupted) or the
+                kernel's answer is not one the agent gives (the learner replaced the agent).
         """
-        outcome = await self.run(AGENT_CODE.format(request=request), timeout, silent=True,
-                                 expressions=AGENT_RESPONSE, outputs=False)
-        if not outcome.ok:
-            raise AgentError(outcome.reason or f"the request ended with status {outcome.status}",
-                             timed_out=outcome.status == "timeout")
-        answer = outcome.expressions.get("response")
-        data = answer.get("data") if isinstance(answer, dict) else None
-        text = data.get(RESPONSE_MIME) if isinstance(data, dict) else None
-        if not isinstance(text, str):
-            raise AgentError("the kernel's reply holds no answer from the grading agent")
-        return text
+        if self.kc is None:
+            raise KernelStopped("the kernel is not running")
+        message = self.kc.session.msg(REQUEST_TYPE, {"request": request})
+        self.kc.shell_channel.send(message)
+        msg_id = message["header"]["msg_id"]
+        try:
+            reply = await self._reply(msg_id, timeout)
+        except asyncio.TimeoutError:
+            await self.km.interrupt_kernel()
+            try:
+                await self._reply(msg_id, INTERRUPT_GRACE_S)
+            except asyncio.TimeoutError:
+                await self.stop()
+                raise KernelStopped(f"your code ran longer than {timeout:g} s and did not stop when "
+                                    "interrupted, so the kernel was stopped") from None
+            raise AgentError(f"your code ran longer than {timeout:g} s", timed_out=True) from None
+        await self._check_budget()
+        content = reply.get("content") if reply.get("msg_type") == REPLY_TYPE else None
+        if not isinstance(content, dict) or content.get("status") != "ok" or not isinstance(content.get("text"), str):
+            status = content.get("status") if isinstance(content, dict) else reply.get("msg_type")
+            raise AgentError(f"the grading agent in your kernel did not answer (it sent {str(status)[:40]!r})",
+                             timed_out=status == "interrupted")
+        return content["text"]
 
     async def sweep(self) -> None:
         """Kill every process in the sandbox except the kernel (isolated kernels only)."""
