@@ -365,6 +365,24 @@ class SandboxedKernel:
             if msg.get("parent_header", {}).get("msg_id") == msg_id:
                 return msg
 
+    async def _reply_in_time(self, msg_id: str, timeout: float, what: str) -> dict | None:
+        """The reply to ``msg_id``; None if it took longer than ``timeout`` and was interrupted.
+
+        Raises:
+            KernelStopped: the kernel died, or ignored the interrupt and was stopped.
+        """
+        try:
+            return await self._reply(msg_id, timeout)
+        except asyncio.TimeoutError:
+            await self.km.interrupt_kernel()
+        try:
+            await self._reply(msg_id, INTERRUPT_GRACE_S)
+        except asyncio.TimeoutError:
+            await self.stop()
+            raise KernelStopped(f"{what} ran longer than {timeout:g} s and did not stop when "
+                                "interrupted, so the kernel was stopped") from None
+        return None
+
     async def run(self, code: str, timeout: float, *, silent: bool = False) -> CellOutcome:
         """Run ``code`` and report how it ended.
 
@@ -384,18 +402,11 @@ class SandboxedKernel:
                                  stop_on_error=False)
         collector = self._collectors[msg_id] = _Collector(self.limits.output_chars)
         try:
-            try:
-                reply = await self._reply(msg_id, timeout)
-                status, reason = _status_of(reply)
-            except asyncio.TimeoutError:
-                await self.km.interrupt_kernel()
-                try:
-                    await self._reply(msg_id, INTERRUPT_GRACE_S)
-                except asyncio.TimeoutError:
-                    await self.stop()
-                    raise KernelStopped(f"the cell ran longer than {timeout:g} s and did not stop when "
-                                        "interrupted, so the kernel was stopped") from None
+            reply = await self._reply_in_time(msg_id, timeout, "the cell")
+            if reply is None:
                 status, reason = "timeout", f"the cell ran longer than {timeout:g} s and was interrupted"
+            else:
+                status, reason = _status_of(reply)
             try:
                 await asyncio.wait_for(collector.done.wait(), IOPUB_GRACE_S)
             except asyncio.TimeoutError:
@@ -427,17 +438,9 @@ class SandboxedKernel:
         message = self.kc.session.msg(REQUEST_TYPE, {"request": request})
         self.kc.shell_channel.send(message)
         msg_id = message["header"]["msg_id"]
-        try:
-            reply = await self._reply(msg_id, timeout)
-        except asyncio.TimeoutError:
-            await self.km.interrupt_kernel()
-            try:
-                await self._reply(msg_id, INTERRUPT_GRACE_S)
-            except asyncio.TimeoutError:
-                await self.stop()
-                raise KernelStopped(f"your code ran longer than {timeout:g} s and did not stop when "
-                                    "interrupted, so the kernel was stopped") from None
-            raise AgentError(f"your code ran longer than {timeout:g} s", timed_out=True) from None
+        reply = await self._reply_in_time(msg_id, timeout, "your code")
+        if reply is None:
+            raise AgentError(f"your code ran longer than {timeout:g} s", timed_out=True)
         await self._check_budget()
         content = reply.get("content") if reply.get("msg_type") == REPLY_TYPE else None
         if not isinstance(content, dict) or content.get("status") != "ok" or not isinstance(content.get("text"), str):
