@@ -35,11 +35,8 @@ import types
 from collections.abc import Iterator, Sequence
 
 import numpy
-import numpy.testing
 import torch
 import torch.nn.functional
-import torch.testing
-import torch.utils._device
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -100,10 +97,6 @@ _dtype_of = torch.Tensor.dtype.__get__
 _device_of = torch.Tensor.device.__get__
 _is_meta_of = torch.Tensor.is_meta.__get__
 _DisableTorchFunction = torch._C.DisableTorchFunction
-_function_mode_depth = getattr(torch._C, "_len_torch_function_stack", None)
-_dispatch_mode_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
-_function_mode_stack = torch.overrides._get_current_function_mode_stack
-_dispatch_mode_stack = torch.utils._python_dispatch._get_current_dispatch_mode_stack
 _hashable = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
              types.WrapperDescriptorType, types.MethodWrapperType, types.BuiltinMethodType)
 
