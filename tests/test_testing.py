@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from transformer_core.testing import (ShortcutError, check_answer, check_close, check_shape,
+from transformer_core.testing import (ShortcutError, check_answer, check_close, check_shape, explain_errors,
                                       check_tensor, forbid_shortcuts, gradients, seeded, standing_in)
 
 
@@ -213,6 +213,78 @@ def test_check_answer_refuses_wrong_values_and_look_alikes():
     assert "not correct" in message_of(lambda: check_answer("c", "b", name="q", hint="see section 2"))
     assert "not correct" in message_of(lambda: check_answer(True, 1, name="q"))
     assert "plain str" in message_of(lambda: check_answer(None, "b", name="q"))
+
+
+def test_check_answer_reads_one_number_from_a_tensor_or_numpy_scalar():
+    import numpy
+    check_answer(torch.tensor([0.25]), 0.25, name="answer_q2")       # e.g. alibi_slopes(6)[4:5]
+    check_answer(torch.tensor(3), 3, name="answer_q2")
+    check_answer(numpy.float64(0.5), 0.5, name="answer_q2")
+    message = message_of(lambda: check_answer(torch.ones(3), 1.0, name="answer_q2"))
+    assert "tensor of shape (3,)" in message and "one number" in message
+    assert "plain str" in message_of(lambda: check_answer(torch.tensor([1.0]), "b", name="q"))
+
+
+def test_check_answer_names_a_known_mistake_and_accepts_a_tolerance():
+    mistakes = {512: "count both K and V", 0.5: "bytes, not kilobytes"}
+    assert "count both K and V" in message_of(lambda: check_answer(512, 1024, name="q", mistakes=mistakes,
+                                                                   hint="generic"))
+    assert "generic" in message_of(lambda: check_answer(7, 1024, name="q", mistakes=mistakes, hint="generic"))
+    check_answer(1024.4, 1024, name="q", rel_tol=1e-3)
+    with pytest.raises(ValueError, match="equals the right answer"):
+        check_answer(1024, 1024, name="q", mistakes={1024: "oops"})
+
+
+def test_check_close_gives_the_hint_of_the_mistake_it_matches():
+    expected = torch.tensor([1.0, 2.0])
+    mistakes = {"forgot to scale": expected * 2, "wrong sign": -expected}
+    message = message_of(lambda: check_close(expected * 2, expected, name="out", hint="generic",
+                                             mistakes=mistakes))
+    assert "Hint: forgot to scale" in message and "generic" not in message
+    assert "Hint: wrong sign" in message_of(lambda: check_close(-expected, expected, name="out", mistakes=mistakes))
+    assert "Hint: generic" in message_of(lambda: check_close(expected + 7, expected, name="out", hint="generic",
+                                                             mistakes=mistakes))
+    check_close(expected, expected, name="out", mistakes=mistakes)          # a right answer passes
+    # a mistake of the shape's kind is recognised too
+    assert "Hint: flattened" in message_of(lambda: check_close(
+        expected.reshape(2, 1), expected, name="out", mistakes={"flattened": expected.reshape(2, 1)}))
+
+
+def test_check_close_refuses_a_mistake_table_whose_hints_cannot_fire():
+    expected = torch.tensor([1.0, 2.0])
+    with pytest.raises(ValueError, match="gives the right answer"):
+        check_close(expected, expected, name="out", mistakes={"no-op": expected.clone()})
+    with pytest.raises(ValueError, match="could never fire"):
+        check_close(expected, expected, name="out", mistakes=[("a", expected * 2), ("b", expected * 2)])
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+def test_explain_errors_adds_the_hint_to_an_error_of_the_learners_code():
+    def scores(q, k):
+        return q @ k.T
+
+    q = torch.zeros(2, 3, 4)
+    with pytest.raises(AssertionError) as caught:
+        with explain_errors("use k.transpose(-2, -1): k.T reverses all axes", call="scores(q, k)"):
+            scores(q, q)
+    assert str(caught.value).startswith("scores(q, k) raised RuntimeError:")
+    assert "Hint: use k.transpose(-2, -1)" in str(caught.value)
+    with pytest.raises(ShortcutError):
+        with explain_errors("hint"):
+            raise ShortcutError("implement this yourself")
+    with pytest.raises(KeyError):
+        with explain_errors("hint"):
+            raise KeyError("not explained")
+
+
+def test_a_kernel_reached_through_pytorch_names_pytorch_not_the_library():
+    q = torch.randn(1, 2, 3, 4)
+    with pytest.raises(ShortcutError) as caught:
+        with forbid_shortcuts("transformer_core.attention.scaled_dot_product_attention"):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    message = str(caught.value)
+    assert "`torch.nn.functional.scaled_dot_product_attention`" in message
+    assert "computes what `transformer_core.attention.scaled_dot_product_attention` computes" in message
 
 
 def test_seeded_repeats_and_restores():

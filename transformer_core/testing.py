@@ -32,7 +32,7 @@ import math
 import random
 import sys
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy
 import torch
@@ -48,6 +48,7 @@ __all__ = [
     "check_close",
     "check_shape",
     "check_tensor",
+    "explain_errors",
     "forbid_shortcuts",
     "build",
     "gradients",
@@ -65,6 +66,7 @@ _len = builtins.len
 _tuple = builtins.tuple
 _repr = builtins.repr
 _as_tensor = torch.as_tensor
+_allclose = torch.allclose
 _abs = torch.abs
 _sub = torch.sub
 _mul = torch.mul
@@ -99,6 +101,10 @@ _is_meta_of = torch.Tensor.is_meta.__get__
 _DisableTorchFunction = torch._C.DisableTorchFunction
 _hashable = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
              types.WrapperDescriptorType, types.MethodWrapperType, types.BuiltinMethodType)
+
+
+#: Known wrong answers of a check: ``{hint: wrong_result}`` or a sequence of ``(hint, wrong_result)``.
+Mistakes = Mapping[str, object] | Sequence[tuple[str, object]]
 
 
 class ShortcutError(RuntimeError):
@@ -241,7 +247,7 @@ def check_shape(tensor: object, expected_shape: Sequence[int | None], *, name: s
 
 
 def check_close(actual: object, expected: object, *, name: str = "output", atol: float = 1e-5,
-                rtol: float = 1e-4, hint: str | None = None) -> None:
+                rtol: float = 1e-4, hint: str | None = None, mistakes: Mistakes | None = None) -> None:
     """Check that the learner's tensor matches the reference within a tolerance.
 
     The check runs in four steps, each with its own message: ``actual`` must be exactly a
@@ -258,14 +264,63 @@ def check_close(actual: object, expected: object, *, name: str = "output", atol:
         rtol: relative tolerance.
         hint: an optional pointer to the likely mistake, appended to the message, e.g.
             ``"did you take the softmax over the last axis?"``.
+        mistakes: known wrong answers, ``{hint: wrong_result}`` (or a list of pairs): when the
+            learner's result matches one of them within the tolerance, that hint is given instead
+            of ``hint``. They are checked on every call, also when the answer is right: a wrong
+            result equal to the reference or to another mistake is a mistake of the test, since
+            its hint could never fire, and raises ``ValueError``; choose inputs that tell them apart.
 
     Raises:
         AssertionError: saying what differs and where.
+        ValueError: if two entries of ``mistakes``, or one and the reference, cannot be told apart.
 
     Example:
-        >>> check_close(torch.ones(2) / 2, torch.tensor([0.5, 0.5]), name="weights")
+        >>> check_close(torch.ones(2) / 2, torch.tensor([0.5, 0.5]), name="weights",
+        ...             mistakes={"did you forget to normalise?": torch.ones(2)})
     """
     actual = _materialize(actual)
+    if mistakes is None:
+        return _check_close(actual, expected, name=name, atol=atol, rtol=rtol, hint=hint)
+    table = _mistake_table(mistakes, expected, atol=atol, rtol=rtol)
+    try:
+        _check_close(actual, expected, name=name, atol=atol, rtol=rtol, hint=hint)
+    except AssertionError:
+        for mistake_hint, wrong in table:
+            if _agrees(actual, wrong, atol=atol, rtol=rtol):
+                _check_close(actual, expected, name=name, atol=atol, rtol=rtol, hint=mistake_hint)
+        raise
+
+
+def _agrees(a: object, b: object, *, atol: float, rtol: float) -> bool:
+    """Whether two results have the same shape and agree within ``atol + rtol * |b|`` (NaN = NaN)."""
+    with _DisableTorchFunction():
+        if not (_isinstance(a, _TENSOR) and _isinstance(b, _TENSOR)) or _tuple(_size(a)) != _tuple(_size(b)):
+            return False
+        common = torch.complex128 if (_is_complex(a) or _is_complex(b)) else torch.float64
+        return bool(_allclose(_plain_cpu(a, common), _plain_cpu(b, common), atol=atol, rtol=rtol,
+                                   equal_nan=True))
+
+
+def _mistake_table(mistakes: object, expected: object, *, atol: float, rtol: float) -> list[tuple[str, object]]:
+    """The ``(hint, wrong result)`` pairs as tensors, after checking that each can be told apart."""
+    pairs = list(mistakes.items()) if _isinstance(mistakes, Mapping) else list(mistakes)
+    with _DisableTorchFunction():
+        table = [(str(h), w if _isinstance(w, _TENSOR) else _as_tensor(w)) for h, w in pairs]
+        reference = expected if _isinstance(expected, _TENSOR) else _as_tensor(expected)
+    for i, (mistake_hint, wrong) in enumerate(table):
+        if _agrees(wrong, reference, atol=atol, rtol=rtol):
+            raise ValueError(f"check_close: the mistake {mistake_hint!r} gives the right answer on these "
+                             "inputs, so it would pass; choose inputs that tell it apart")
+        for other_hint, other in table[:i]:
+            if _agrees(wrong, other, atol=atol, rtol=rtol):
+                raise ValueError(f"check_close: the mistakes {other_hint!r} and {mistake_hint!r} give the "
+                                 "same result on these inputs, so the second hint could never fire; "
+                                 "choose inputs that tell them apart")
+    return table
+
+
+def _check_close(actual: object, expected: object, *, name: str, atol: float, rtol: float,
+                 hint: str | None) -> None:
     with _DisableTorchFunction():
         _require_plain_tensor(actual, name, hint)
         if not _isinstance(expected, _TENSOR):
@@ -330,39 +385,77 @@ def check_close(actual: object, expected: object, *, name: str = "output", atol:
 
 
 def check_answer(answer: object, expected: str | int | float | bool, *, name: str,
-                 hint: str | None = None) -> None:
+                 hint: str | None = None, mistakes: Mapping[object, str] | None = None,
+                 rel_tol: float = 0.0) -> None:
     """Check a quiz answer, refusing look-alikes whose comparisons always succeed.
 
-    ``answer`` must be exactly a ``str``, ``int``, ``float`` or ``bool`` (no subclasses, which could
-    override ``==``, ``strip`` or ``lower``). Strings are compared after ``strip().lower()``.
+    ``answer`` must be a ``str``, ``int``, ``float`` or ``bool`` (no subclasses, which could
+    override ``==``, ``strip`` or ``lower``); for a numeric question a one-element tensor or a NumPy
+    scalar is read as the number it holds. Strings are compared after ``strip().lower()``.
 
     Args:
         answer: the learner's answer.
         expected: the right answer.
         name: what the answer is called in the exercise, e.g. ``"answer_q1"``.
         hint: an optional pointer, appended to the message.
+        mistakes: known wrong answers, ``{wrong_answer: hint}``; an answer equal to one of them gets
+            that hint instead of ``hint``.
+        rel_tol: for numbers, the relative difference accepted (0 asks for equality).
 
     Raises:
         AssertionError: if the answer has the wrong type or value.
+        ValueError: if one of ``mistakes`` equals ``expected`` (a mistake of the test).
 
     Example:
         >>> check_answer(" B", "b", name="answer_q1")
+        >>> check_answer(torch.tensor([0.25]), 0.25, name="answer_q2")
     """
-    answer = _materialize(answer)
+    answer = _as_plain_answer(_materialize(answer), expected)
     kind = _type(answer)
     if kind not in (str, int, float, bool):
         raise AssertionError(_with_hint(
-            f"`{name}` should be a plain str, int, float or bool, but it is a "
-            f"{kind.__module__}.{kind.__qualname__}.",
+            f"`{name}` should be a plain str, int, float or bool, but it is {_describe_answer(answer)}.",
             hint))
+    for wrong, wrong_hint in (mistakes or {}).items():
+        if _same_answer(wrong, expected, rel_tol):
+            raise ValueError(f"check_answer: the mistake {wrong!r} equals the right answer {expected!r}")
+    if _same_answer(answer, expected, rel_tol):
+        return
+    for wrong, wrong_hint in (mistakes or {}).items():
+        if _same_answer(answer, wrong, rel_tol):
+            hint = wrong_hint
+            break
+    raise AssertionError(_with_hint(f"`{name}` is not correct.", hint))
+
+
+def _as_plain_answer(answer: object, expected: object) -> object:
+    """A one-element tensor or a NumPy scalar as the Python number it holds, for numeric questions."""
     if _type(expected) is str:
-        ok = kind is str and str.lower(str.strip(answer)) == str.lower(str.strip(expected))
-    elif _type(expected) is bool or kind is bool:
-        ok = kind is _type(expected) and answer is expected
-    else:
-        ok = kind in (int, float) and float(answer) == float(expected)
-    if not ok:
-        raise AssertionError(_with_hint(f"`{name}` is not correct.", hint))
+        return answer
+    if _type(answer) is _TENSOR and _numel(answer) == 1 and not _is_meta_of(answer):
+        return _item(answer)
+    if _isinstance(answer, numpy.generic) and _type(answer).__module__ == "numpy" and answer.size == 1:
+        return answer.item()
+    return answer
+
+
+def _describe_answer(answer: object) -> str:
+    if _type(answer) is _TENSOR:
+        return (f"a tensor of shape {_shape_str(_size(answer))}; give one number "
+                "(e.g. `.item()` of a one-element tensor)")
+    kind = _type(answer)
+    return f"a {kind.__module__}.{kind.__qualname__}"
+
+
+def _same_answer(answer: object, expected: object, rel_tol: float) -> bool:
+    kind = _type(answer)
+    if _type(expected) is str:
+        return kind is str and str.lower(str.strip(answer)) == str.lower(str.strip(expected))
+    if _type(expected) is bool or kind is bool:
+        return kind is _type(expected) and answer is expected
+    if kind not in (int, float):
+        return False
+    return math.isclose(float(answer), float(expected), rel_tol=rel_tol, abs_tol=0.0)
 
 
 # --- The shortcut guard -------------------------------------------------------------------------
@@ -381,34 +474,47 @@ _ADVICE = {
     "linear": "write it as x @ weight.T + bias",
     "Linear": "write it as x @ weight.T + bias",
 }
-_GENERIC_ADVICE = "build it from basic tensor operations (matmul, exp, sum, ...)"
+_GENERIC_ADVICE = "write this step with your own code"
 
 
-# The kernels behind built-ins: blocked at dispatch too, so that torch.ops.aten calls are caught.
+# The kernels behind built-ins: blocked at dispatch too, so that torch.ops.aten calls are caught. Each
+# family names the public PyTorch function a learner most likely called to reach those kernels.
 _ATEN_KERNELS = {
-    "softmax": ("_softmax", "_safe_softmax"),
-    "Softmax": ("_softmax", "_safe_softmax"),
-    "log_softmax": ("_log_softmax",),
-    "LogSoftmax": ("_log_softmax",),
-    "scaled_dot_product_attention": ("_scaled_dot_product_flash_attention_for_cpu",
-                                     "_scaled_dot_product_flash_attention",
-                                     "_scaled_dot_product_efficient_attention",
-                                     "_scaled_dot_product_cudnn_attention"),
-    "multi_head_attention_forward": ("_native_multi_head_attention",),
-    "MultiheadAttention": ("_native_multi_head_attention",),
-    "layer_norm": ("native_layer_norm",),
-    "LayerNorm": ("native_layer_norm",),
-    "gelu": ("gelu",),
-    "GELU": ("gelu",),
+    "softmax": ("torch.softmax", ("_softmax", "_safe_softmax")),
+    "Softmax": ("torch.softmax", ("_softmax", "_safe_softmax")),
+    "log_softmax": ("torch.log_softmax", ("_log_softmax",)),
+    "LogSoftmax": ("torch.log_softmax", ("_log_softmax",)),
+    "scaled_dot_product_attention": ("torch.nn.functional.scaled_dot_product_attention",
+                                     ("_scaled_dot_product_flash_attention_for_cpu",
+                                      "_scaled_dot_product_flash_attention",
+                                      "_scaled_dot_product_efficient_attention",
+                                      "_scaled_dot_product_cudnn_attention")),
+    "multi_head_attention_forward": ("torch.nn.MultiheadAttention", ("_native_multi_head_attention",)),
+    "MultiheadAttention": ("torch.nn.MultiheadAttention", ("_native_multi_head_attention",)),
+    "layer_norm": ("torch.nn.functional.layer_norm", ("native_layer_norm",)),
+    "LayerNorm": ("torch.nn.functional.layer_norm", ("native_layer_norm",)),
+    "gelu": ("torch.nn.functional.gelu", ("gelu",)),
+    "GELU": ("torch.nn.functional.gelu", ("gelu",)),
 }
 
 
-def _aten_kernels(dotted_name: str) -> list:
-    """The aten overload packets computing what ``dotted_name`` computes (empty if none is known)."""
+def _aten_kernels(dotted_name: str) -> tuple[str | None, list]:
+    """The public built-in and the aten overload packets computing what ``dotted_name`` computes
+    (``(None, [])`` if none is known)."""
     for part in reversed(dotted_name.split(".")):
         if part in _ATEN_KERNELS:
-            return [getattr(torch.ops.aten, op) for op in _ATEN_KERNELS[part] if hasattr(torch.ops.aten, op)]
-    return []
+            public, ops = _ATEN_KERNELS[part]
+            return public, [getattr(torch.ops.aten, op) for op in ops if hasattr(torch.ops.aten, op)]
+    return None, []
+
+
+def _kernel_message(dotted_name: str, public: str, reason: str | None) -> str:
+    """What a learner reads when their code reaches a forbidden built-in's kernel without calling
+    ``dotted_name`` itself (e.g. PyTorch's fused attention while the library's attention is off)."""
+    also = "" if dotted_name == public else f", which computes what `{dotted_name}` computes,"
+    return (f"implement this yourself: your code reached the kernel of PyTorch's built-in `{public}` (called "
+            f"directly or through an alias){also}; built-ins for this are switched off while your code runs; "
+            f"{reason or _advice(dotted_name)}.")
 
 
 class _ForbidFunctions(TorchFunctionMode):
@@ -537,8 +643,9 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
             saved.append((owner, attribute, original, own or not _isinstance(owner, type)))
             if _isinstance(original, _hashable):
                 blocked_functions[original] = blocker.__doc__
-            for kernel in _aten_kernels(name):
-                blocked_kernels[kernel] = blocker.__doc__
+            public, kernels = _aten_kernels(name)
+            for kernel in kernels:
+                blocked_kernels.setdefault(kernel, _kernel_message(name, public, reason))
             setattr(owner, attribute, blocker)
             for alias, value in list(main_namespace.items()):
                 if value is original and not alias.startswith("__"):
@@ -557,6 +664,46 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
                 setattr(owner, attribute, original)
             else:
                 delattr(owner, attribute)
+
+
+# --- Errors raised inside the learner's code ----------------------------------------------------
+
+
+@contextlib.contextmanager
+def explain_errors(hint: str, *, call: str = "your code",
+                   kinds: tuple[type[BaseException], ...] = (RuntimeError, ValueError, TypeError, IndexError)
+                   ) -> Iterator[None]:
+    """Turn an error raised inside the learner's code into a test failure that carries a hint.
+
+    Many mistakes do not produce a wrong value but an exception deep inside the learner's function:
+    ``k.T`` on a batched tensor ends in a broadcasting error, a mask of the wrong shape in a size
+    mismatch. The hint a test gives for the wrong value should then reach the learner too. Failed
+    checks (``AssertionError``) and switched-off shortcuts (:class:`ShortcutError`) pass through
+    unchanged.
+
+    Args:
+        hint: the likely mistake, appended to the error's own message.
+        call: what was running, e.g. ``"attention(q, k, v) with a batch of 2"``.
+        kinds: the exception types to explain.
+
+    Raises:
+        AssertionError: ``"<call> raised <Type>: <message>"`` followed by the hint.
+
+    Example:
+        >>> with explain_errors("use k.transpose(-2, -1), not k.T", call="scores(q, k)"):
+        ...     torch.zeros(2, 3, 4) @ torch.zeros(2, 3, 4).T
+        Traceback (most recent call last):
+        AssertionError: scores(q, k) raised RuntimeError: ...
+    """
+    try:
+        yield
+    except ShortcutError:
+        raise
+    except kinds as error:
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else "(no message)"
+        kind = next((base.__name__ for base in _type(error).__mro__ if base.__module__ == "builtins"),
+                    _type(error).__name__)
+        raise AssertionError(_with_hint(f"{call} raised {kind}: {detail}", hint)) from None
 
 
 # --- Seeding ------------------------------------------------------------------------------------
