@@ -11,7 +11,10 @@ source notebooks (``solutions/<assignment>/``: solutions, visible and hidden tes
   a solution cell whose type was changed, or that is missing, gets the released stub;
 - the learner's own extra cells run too, after the course cell they followed; cells without
   nbgrader metadata that came with the assignment (the setup cell, imports) keep the learner's edits;
-- points, cell kinds and order come from the instructor's copy only.
+- points, cell kinds and order come from the instructor's copy only;
+- course cells tagged ``demo`` (a training run, a plot, text sampled from the trained model) are
+  what a learner runs to see their work in action; the grader skips them (and the learner's edits
+  of them), so no test may depend on a name they define.
 
 Every such repair is reported as a note in the feedback.
 """
@@ -27,6 +30,8 @@ from autograder.nbgrader_config import CODE_STUB, TEXT_STUB
 from autograder.notebooks import NotebookError, read_notebook
 
 TEST, SOLUTION, MANUAL, TASK, LOCKED, FREE = "test", "solution", "manual", "task", "locked", "free"
+DEMO = "demo"  # a course cell without nbgrader metadata, tagged "demo": learners run it, the grader skips it
+DEMO_TAG = "demo"
 HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 SOLUTION_BEGIN, SOLUTION_END = "BEGIN SOLUTION", "END SOLUTION"
 HIDDEN_NOTE = "# Hidden tests ran here; they are not shown in feedback."
@@ -115,7 +120,8 @@ class PlanCell:
 
     Attributes:
         kind: :data:`TEST` (autograded), :data:`SOLUTION`, :data:`MANUAL` (a graded answer a human
-            marks), :data:`TASK`, :data:`LOCKED` (read-only) or :data:`FREE` (no nbgrader role).
+            marks), :data:`TASK`, :data:`LOCKED` (read-only), :data:`FREE` (no nbgrader role) or
+            :data:`DEMO` (no nbgrader role, tagged ``demo``: skipped when grading).
         key: the nbgrader grade id, or the cell id for free cells.
         cell_type: ``"code"``, ``"markdown"`` or ``"raw"``.
         source: the instructor's source, solutions and hidden tests included.
@@ -141,7 +147,7 @@ class NotebookPlan:
     @property
     def grade_ids(self) -> set[str]:
         """The grade ids of the notebook's nbgrader cells."""
-        return {c.key for c in self.cells if c.kind != FREE}
+        return {c.key for c in self.cells if c.kind not in (FREE, DEMO)}
 
     @property
     def imports(self) -> list[str]:
@@ -203,8 +209,10 @@ def load_notebook_plan(path: Path, *, visible_only: bool = False) -> NotebookPla
     for index, cell in enumerate(nb.cells):
         meta = cell.get("metadata", {}).get("nbgrader", {})
         kind = _classify(meta)
-        key = str(meta.get("grade_id") or "") if kind != FREE else str(cell.get("id") or f"cell-{index}")
-        if kind != FREE and not key:
+        if kind == FREE and DEMO_TAG in (cell.get("metadata", {}).get("tags") or []):
+            kind = DEMO
+        key = str(meta.get("grade_id") or "") if kind not in (FREE, DEMO) else str(cell.get("id") or f"cell-{index}")
+        if kind not in (FREE, DEMO) and not key:
             raise PlanError(f"{path}: cell {index} has nbgrader metadata but no grade_id")
         if key in seen:
             raise PlanError(f"{path}: the id {key!r} is used by more than one cell")
@@ -309,7 +317,7 @@ def assemble(plan: NotebookPlan, learner) -> Assembly:
     solution_keys = {c.key for c in plan.cells if c.kind in (SOLUTION, MANUAL)}
     free_by_source = {}
     for c in plan.cells:
-        if c.kind == FREE:
+        if c.kind in (FREE, DEMO):
             free_by_source.setdefault(c.source, c.key)
     notes: list[str] = []
     answers: dict[str, str] = {}
@@ -322,7 +330,7 @@ def assemble(plan: NotebookPlan, learner) -> Assembly:
         key = _learner_key(cell, plan, solution_keys)
         if key is None and not cell.get("metadata", {}).get("nbgrader"):
             candidate = cell.get("id")
-            if candidate not in by_key or by_key[candidate].kind != FREE:
+            if candidate not in by_key or by_key[candidate].kind not in (FREE, DEMO):
                 candidate = free_by_source.get(cell.get("source"))
             if candidate is not None and candidate not in seen:
                 seen.add(candidate)
@@ -374,6 +382,8 @@ def assemble(plan: NotebookPlan, learner) -> Assembly:
                 if c.key not in seen:
                     notes.append(f"Your notebook has no cell `{c.key}`; the blank released cell was graded.")
                 cells.append(RunCell(c.kind, c.key, c.cell_type, c.released, c.released, c.points, "released"))
+        elif c.kind == DEMO:
+            pass                                   # learners run it; grading does not
         elif c.kind == FREE and c.key in edited_free:
             source = edited_free[c.key]
             cells.append(RunCell(FREE, c.key, c.cell_type, source, source, 0.0, "yours"))

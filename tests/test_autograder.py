@@ -17,7 +17,7 @@ from autograder.course import UsageError, generate
 from autograder.feedback import strip_hidden_region
 from autograder.grading import _path_name, collect_submissions, extract_zip
 from autograder.nbgrader_config import CODE_STUB, REPO_ROOT as REPO
-from autograder.plan import TEST, assemble, load_plan
+from autograder.plan import DEMO, TEST, assemble, load_notebook_plan, load_plan
 from autograder.notebooks import (convention_problems, dumps_normalized, normalize_notebook,
                                   setup_cell_source)
 
@@ -199,6 +199,27 @@ def test_assemble_puts_back_missing_cells(course):
     kinds = [(c.key, c.origin) for c in assembly.cells if c.key in ("softmax", "test_scale")]
     assert kinds == [("softmax", "released"), ("test_scale", "course")]
     assert assembly.matched == 0 and any("test_scale" in note for note in assembly.notes)
+
+
+def test_demo_cells_run_for_learners_and_are_skipped_when_grading(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    demo = nbformat.v4.new_code_cell("train_for_ten_minutes()", id="train-demo")
+    demo.metadata["tags"] = ["demo"]
+    answer = nbformat.v4.new_code_cell("x = 1", id="answer")
+    answer.metadata["nbgrader"] = {"grade_id": "answer", "solution": True, "grade": False, "locked": False,
+                                   "schema_version": 3}
+    nb.cells = [nbformat.v4.new_code_cell("import torch", id="imports"), answer, demo]
+    path = tmp_path / "demo.ipynb"
+    nbformat.write(nb, str(path))
+    plan = load_notebook_plan(path)
+    assert [c.kind for c in plan.cells][-1] == DEMO and "train-demo" not in plan.grade_ids
+    learner = nbformat.v4.new_notebook()
+    edited = nbformat.v4.new_code_cell("train_for_ten_minutes(steps=10**9)", id="train-demo")
+    learner.cells = [nb.cells[0], nbformat.v4.new_code_cell("x = 2", id="answer"), edited,
+                     nbformat.v4.new_code_cell("mine = 3", id="extra")]
+    learner.cells[1].metadata["nbgrader"] = dict(answer.metadata["nbgrader"])
+    sources = [c.source for c in assemble(plan, learner).cells]
+    assert sources == ["import torch", "x = 2", "mine = 3"], "the demo (even edited) is skipped, the rest runs"
 
 
 def test_lms_names_and_non_notebook_files(course, tmp_path):

@@ -1,0 +1,106 @@
+"""The final exercise, 11-your-own-gpt: the whole notebook runs as a learner runs it (training included),
+and classic mistakes get the message that names them.
+
+The grading round trip (solution full marks, blank 0) is in test_notebooks.py, like every assignment's.
+"""
+
+import os
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from autograder.notebooks import REPO_ROOT
+
+SOLUTION = REPO_ROOT / "solutions" / "11-your-own-gpt" / "your_own_gpt.ipynb"
+SHAKESPEARE_DIR = Path("/work/shared/data")
+pytestmark = pytest.mark.skipif(not SOLUTION.is_file(), reason="the assignment is not in this checkout")
+
+
+def _execute(nb, tmp_path, **kwargs):
+    env = dict(os.environ)
+    if (SHAKESPEARE_DIR / "tinyshakespeare.txt").is_file():  # offline copy; elsewhere it downloads or falls back
+        env["TRANSFORMER_CORE_DATA"] = str(SHAKESPEARE_DIR)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
+                            **kwargs)
+    client.execute(env=env)
+    return nb
+
+
+def _stdout(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+
+
+@pytest.mark.slow
+def test_the_solution_runs_end_to_end_and_the_model_learns(tmp_path):
+    nb = _execute(nbformat.read(str(SOLUTION), as_version=4), tmp_path)
+    printed = "".join(_stdout(c) for c in nb.cells if c.cell_type == "code")
+    for part in "ABCDEFG":
+        assert f"Part {part}: visible tests passed." in printed
+    match = re.search(r"final validation loss (\d+\.\d+)", printed)
+    assert match, "the training cell did not report its validation loss"
+    # A uniform guess over the 65 characters costs ln 65 = 4.17 nats; the trained model must do far better.
+    assert float(match.group(1)) < 3.0
+    assert "tokens/s with your cache" in printed
+
+
+# (cell, wrong code replacing right code, words the failing test's message must contain)
+MISTAKES = {
+    "scores not scaled": ("attention", "/ math.sqrt(self.head_dim)", "", "test_attention", "divide the scores by sqrt(head_dim)"),
+    "heads split without transpose": ("attention", "t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)",
+                                      "t.reshape(B, self.n_heads, T, self.head_dim)", "test_attention",
+                                      "a direct view(B, n_heads, T, head_dim) mixes tokens into heads"),
+    "k.T on a batch": ("attention", "q @ k.transpose(-2, -1)", "q @ k.T", "test_attention",
+                       "k.T reverses all axes of a 4-D tensor"),
+    "square mask with a cache": ("attention", ".tril(diagonal=k.shape[2] - T)", "[:, -T:].tril()",
+                                 "test_cached_forward", "(T_new, T_new)"),
+    "capacity off by one": ("kv_cache", "if end > self.max_len:", "if end >= self.max_len:", "test_kv_cache",
+                            "exactly max_len must fit"),
+    "positions restart at 0 with a cache": ("gpt", "torch.arange(start, start + T, device=idx.device)",
+                                            "torch.arange(T, device=idx.device)", "test_cached_forward",
+                                            "the new token sits at position 4 = cache.length"),
+    "temperature multiplied": ("generate", "logits = logits / temperature", "logits = logits * temperature",
+                               "test_generate", "divide the logits by the temperature (you multiplied)"),
+    "RoPE on the two halves": ("rope", "x.float()[..., 0::2], x.float()[..., 1::2]",
+                               "x.float()[..., :head_dim // 2], x.float()[..., head_dim // 2:]", "test_rope",
+                               "not the first half with the second half"),
+    "Post-LN block": ("block", "x = x + self.attn(self.ln_1(x), start=start, cache=cache, layer=layer)\n"
+                      "        h = F.gelu(self.mlp.fc(self.ln_2(x)), approximate=\"tanh\")\n"
+                      "        return x + self.mlp.proj(h)",
+                      "x = self.ln_1(x + self.attn(x, start=start, cache=cache, layer=layer))\n"
+                      "        return self.ln_2(x + self.mlp.proj(F.gelu(self.mlp.fc(x), approximate=\"tanh\")))",
+                      "test_block", "this is a Pre-LN block"),
+}
+
+
+@pytest.mark.slow
+def test_classic_mistakes_fail_a_visible_test_that_names_them(tmp_path):
+    """All mistakes in one kernel: each test cell runs right after its part is replaced by a wrong version,
+    and the right version is restored before the next part."""
+    from autograder.plan import strip_hidden_region
+
+    source = nbformat.read(str(SOLUTION), as_version=4)
+    by_id = {c.get("id"): c for c in source.cells}
+    cells = [c for c in source.cells if c.cell_type == "code" and "demo" not in c.metadata.get("tags", [])
+             and not c.metadata.get("nbgrader", {}).get("grade")]           # setup, imports and the solutions
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c.source) for c in cells]
+    visible_tests = {c.get("id"): strip_hidden_region(c.source)[0] for c in source.cells
+                     if c.metadata.get("nbgrader", {}).get("grade")}
+    nb.cells += [nbformat.v4.new_code_cell(visible_tests[key]) for key in visible_tests]   # defines the checks
+    runs = []
+    for name, (cell_id, right, wrong, test_id, words) in MISTAKES.items():
+        original = by_id[cell_id].source
+        assert right in original, f"{name}: the solution no longer contains {right!r}"
+        nb.cells.append(nbformat.v4.new_code_cell(original.replace(right, wrong)))
+        nb.cells.append(nbformat.v4.new_code_cell(visible_tests[test_id]))
+        runs.append((name, len(nb.cells) - 1, words))
+        nb.cells.append(nbformat.v4.new_code_cell(original))
+    _execute(nb, tmp_path, allow_errors=True)
+    for name, index, words in runs:
+        errors = [o for o in nb.cells[index].outputs if o.get("output_type") == "error"]
+        assert errors, f"{name}: the visible test passed a wrong answer"
+        message = errors[0]["evalue"]
+        assert errors[0]["ename"] == "AssertionError" and words in message, f"{name}: got {message!r}"
