@@ -275,6 +275,9 @@ def test_explain_errors_adds_the_hint_to_an_error_of_the_learners_code():
     with pytest.raises(KeyError):
         with explain_errors("hint"):
             raise KeyError("not explained")
+    with pytest.raises(NotImplementedError):
+        with explain_errors("hint"):
+            raise NotImplementedError("replace this line with your code")
 
 
 def test_a_kernel_reached_through_pytorch_names_pytorch_not_the_library():
