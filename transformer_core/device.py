@@ -191,8 +191,9 @@ def describe_device(device: str | torch.device | None = None) -> str:
 #   L4:                             NVIDIA L4 Tensor Core GPU datasheet (2023).
 #   L40, L40S:                      NVIDIA L40 and L40S datasheets (2023).
 #   A10:                            NVIDIA A10 Tensor Core GPU datasheet (2021).
-#   A10G:                           NVIDIA publishes no A10G datasheet; AWS (EC2 G5) describes it as
-#                                   an A10 variant, so the A10 values are used (an assumption).
+#   A10G:                           NVIDIA publishes no A10G datasheet and its clocks differ from the
+#                                   A10's, so it is left out: no peak, no MFU (the A10 pattern needs a
+#                                   word boundary and does not match "A10G").
 #   T4:                             NVIDIA T4 Tensor Core GPU datasheet (2019); Turing has no bf16/tf32.
 #   V100 SXM2 / PCIe:               NVIDIA V100 Tensor Core GPU datasheet (2020); no bf16/tf32.
 #   RTX 4090:                       NVIDIA Ada Lovelace (AD102) architecture whitepaper, FP16/BF16
@@ -212,7 +213,6 @@ PEAK_TFLOPS: list[tuple[str, str, dict[str, float]]] = [
     (r"l40s", "L40S", {"bf16": 362.05, "fp16": 362.05, "tf32": 183.0, "fp32": 91.6}),
     (r"l40", "L40", {"bf16": 181.05, "fp16": 181.05, "tf32": 90.5, "fp32": 90.5}),
     (r"\bl4\b", "L4", {"bf16": 121.0, "fp16": 121.0, "tf32": 60.0, "fp32": 30.3}),
-    (r"a10g", "A10G", {"bf16": 125.0, "fp16": 125.0, "tf32": 62.5, "fp32": 31.2}),
     (r"\ba10\b", "A10", {"bf16": 125.0, "fp16": 125.0, "tf32": 62.5, "fp32": 31.2}),
     (r"\bt4\b", "T4", {"fp16": 65.0, "fp32": 8.1}),
     (r"v100.*pcie", "V100 PCIe", {"fp16": 112.0, "fp32": 14.0}),
