@@ -191,8 +191,8 @@ def describe_device(device: str | torch.device | None = None) -> str:
 #   L4:                             NVIDIA L4 Tensor Core GPU datasheet (2023).
 #   L40, L40S:                      NVIDIA L40 and L40S datasheets (2023).
 #   A10:                            NVIDIA A10 Tensor Core GPU datasheet (2021).
-#   A10G:                           NVIDIA publishes no A10G datasheet and its clocks differ from the
-#                                   A10's, so it is left out: no peak, no MFU (the A10 pattern needs a
+#   A10G:                           NVIDIA publishes no A10G datasheet, so it is left out rather than
+#                                   given the A10's figures: no peak, no MFU (the A10 pattern needs a
 #                                   word boundary and does not match "A10G").
 #   T4:                             NVIDIA T4 Tensor Core GPU datasheet (2019); Turing has no bf16/tf32.
 #   V100 SXM2 / PCIe:               NVIDIA V100 Tensor Core GPU datasheet (2020); no bf16/tf32.
