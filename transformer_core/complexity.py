@@ -381,8 +381,9 @@ def self_attention_layer_flops(n: int, d: int) -> int:
 
     ``Q K^T`` costs ``2 n^2 d`` and multiplying the ``(n, n)`` weights by ``V`` another ``2 n^2 d``.
     This is the quantity in Vaswani et al. (2017), Table 1; the ``Q, K, V, O`` projections
-    (``8 n d^2``) are counted separately in :func:`attention_flops`. Self-attention is cheaper than a
-    recurrent layer (:func:`rnn_layer_flops`) while ``n < d``.
+    (``8 n d^2``) are counted separately in :func:`attention_flops`. This attention core is cheaper than
+    a recurrent layer (:func:`rnn_layer_flops`, ``4 n d^2``) while ``n < d``; the whole layer, with its
+    projections, never is.
 
     Args:
         n: sequence length.
