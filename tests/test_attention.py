@@ -280,3 +280,16 @@ def test_explicit_path_with_a_float32_bias_keeps_half_precision(dtype):
         explicit_out, _ = mha(x, bias=bias, need_weights=True)
         fused_out, _ = mha(x, bias=bias)
     torch.testing.assert_close(explicit_out.float(), fused_out.float(), atol=2e-2, rtol=2e-2)
+
+
+def test_a_mask_of_the_wrong_shape_is_refused_with_the_shapes_that_work():
+    torch.manual_seed(0)
+    layer = MultiHeadAttention(16, 4)
+    x = torch.randn(2, 5, 16)
+    with pytest.raises(ValueError, match=r"mask has shape \(4, 4\).*\(Tq, Tk\) = \(5, 5\)"):
+        layer(x, mask=torch.ones(4, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"\(B, 1, 1, Tk\) = \(2, 1, 1, 5\)"):
+        layer(x, mask=torch.ones(3, 1, 1, 5, dtype=torch.bool))
+    for good in (torch.ones(5, 5, dtype=torch.bool).tril(), torch.ones(2, 1, 1, 5, dtype=torch.bool),
+                 torch.ones(2, 4, 5, 5, dtype=torch.bool)):
+        layer(x, mask=good)

@@ -98,6 +98,40 @@ def test_bad_arguments_exit_with_2(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def _not_checkpoints(folder):
+    """Files a user might pass as --checkpoint by mistake, by name."""
+    import pickle
+
+    files = {"text": b"hello, I am a text file\n", "empty": b"", "random bytes": bytes(range(256)) * 3,
+             "a pickled module": pickle.dumps(torch.nn.Linear(2, 2))}
+    paths = {}
+    for name, content in files.items():
+        paths[name] = folder / f"{name.replace(' ', '-')}.pt"
+        paths[name].write_bytes(content)
+    torch.save({"weights": torch.zeros(2)}, folder / "a-tensor-dict.pt")
+    paths["a dict of tensors"] = folder / "a-tensor-dict.pt"
+    return paths
+
+
+def test_a_file_that_is_not_a_checkpoint_gets_a_message_and_exit_2(tmp_path, capsys):
+    for name, path in _not_checkpoints(tmp_path).items():
+        with pytest.raises(SystemExit) as info:
+            main(["generate", "--checkpoint", str(path), "--device", "cpu"])
+        err = capsys.readouterr().err
+        assert info.value.code == 2, name
+        assert "is not a transformer_core checkpoint" in err and "Traceback" not in err, (name, err)
+
+
+def test_an_empty_data_file_gets_a_message_and_exit_2(tmp_path, capsys):
+    for content in ("", "  \n\n"):
+        data = tmp_path / "empty.txt"
+        data.write_text(content, encoding="utf-8")
+        with pytest.raises(SystemExit) as info:
+            main(["train", "--preset", "tiny", "--data", str(data), "--out", str(tmp_path / "run")])
+        assert info.value.code == 2 and "the file is empty" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists(), "nothing is written for a run that cannot start"
+
+
 def test_generate_rejects_unknown_prompt_characters(trained, capsys):
     _, checkpoint = trained
     with pytest.raises(SystemExit) as info:

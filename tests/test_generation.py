@@ -400,3 +400,44 @@ def test_sampling_half_precision_logits_at_a_low_temperature(dtype):
         drawn = [sample_next_token(logits.to(dtype), do_sample=True, temperature=1e-3, top_p=top_p,
                                    generator=torch.Generator().manual_seed(seed)) for seed in range(5)]
         assert all(token.item() == 0 for token in drawn)
+
+
+def test_bad_inputs_to_generate_get_errors_that_name_them():
+    from transformer_core.models import EncoderOnlyModel
+
+    config = TransformerConfig(vocab_size=11, d_model=16, n_heads=4, n_layers=1, max_len=8)
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(config).eval()
+    with pytest.raises(ValueError, match="token id 11 is outside the vocabulary of 11 ids"):
+        generate(model, torch.tensor([[3, 11]]), 2)
+    with pytest.raises(ValueError, match="token id -1 is outside"):
+        generate(model, torch.tensor([[-1, 3]]), 2)
+    with pytest.raises(ValueError, match="token id 12 is outside"):
+        model(torch.tensor([[12]]))                                   # the model itself, on a CPU
+    with pytest.raises(ValueError, match="eos_token_id=11 is not a token id"):
+        generate(model, torch.tensor([[3, 4]]), 2, eos_token_id=11)
+    with pytest.raises(TypeError, match="EncoderOnlyModel is an encoder"):
+        generate(EncoderOnlyModel(config), torch.tensor([[3, 4]]), 2)
+
+
+def test_int32_prompts_generate_like_int64_prompts():
+    config = TransformerConfig(vocab_size=11, d_model=16, n_heads=4, n_layers=1, max_len=8)
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(config).eval()
+    prompt = torch.tensor([[3, 4, 5]])
+    expected = generate(model, prompt, 4)
+    got = generate(model, prompt.int(), 4)
+    assert got.dtype == torch.long and torch.equal(got, expected)
+
+
+def test_a_cache_in_another_dtype_is_read_back_in_the_models_dtype():
+    config = TransformerConfig(vocab_size=11, d_model=16, n_heads=4, n_layers=2, max_len=8)
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(config).eval()
+    idx = torch.tensor([[3, 4, 5, 6]])
+    with torch.no_grad():
+        expected = model(idx)[0]
+        cache = model.new_cache(1, 8, dtype=torch.float16)
+        got = torch.cat([model(idx[:, :3], cache=cache)[0], model(idx[:, 3:], cache=cache)[0]], dim=1)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, atol=2e-3, rtol=2e-3)       # float16 keys and values

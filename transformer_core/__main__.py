@@ -117,6 +117,8 @@ def _load_text(parser: argparse.ArgumentParser, source: str) -> str:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         parser.error(f"--data {source}: not UTF-8 text")
+    if not text.strip():
+        parser.error(f"--data {source}: the file is empty (or only whitespace); give the text to train on")
     return text
 
 
@@ -223,10 +225,13 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(f"--prompt: {err}")
     generator = torch.Generator(device=device).manual_seed(args.seed)
     greedy = args.temperature == 0
-    with torch.no_grad():
-        out = generate(checkpoint.model, idx, args.max_new_tokens, do_sample=not greedy,
-                       temperature=1.0 if greedy else args.temperature, top_k=args.top_k, top_p=args.top_p,
-                       use_cache=not args.no_cache, generator=generator)
+    try:
+        with torch.no_grad():
+            out = generate(checkpoint.model, idx, args.max_new_tokens, do_sample=not greedy,
+                           temperature=1.0 if greedy else args.temperature, top_k=args.top_k, top_p=args.top_p,
+                           use_cache=not args.no_cache, generator=generator)
+    except TypeError as err:                      # a checkpoint of a model that cannot generate
+        parser.error(f"--checkpoint {args.checkpoint}: {err}")
     print(tokenizer.decode(out[0]))
     return 0
 

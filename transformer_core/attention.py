@@ -224,6 +224,20 @@ def sliding_window_mask(n: int, window: int, *, device: torch.device | str | Non
     return causal & ~causal_mask(n, device=device).tril(diagonal=-window)
 
 
+def _check_mask_shape(mask: torch.Tensor, scores_shape: tuple[int, int, int, int]) -> None:
+    """Refuse a mask that does not broadcast to the scores ``(B, n_heads, Tq, Tk)``, saying which shapes work."""
+    try:
+        fits = torch.broadcast_shapes(tuple(mask.shape), scores_shape) == torch.Size(scores_shape)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        batch, _, n_queries, n_keys = scores_shape
+        raise ValueError(f"mask has shape {tuple(mask.shape)}, which does not broadcast to the scores (B, n_heads, "
+                         f"Tq, Tk) = {scores_shape}; use (Tq, Tk) = ({n_queries}, {n_keys}) for one mask for the "
+                         f"whole batch, or (B, 1, 1, Tk) = ({batch}, 1, 1, {n_keys}) for padding (Tk counts "
+                         f"cached tokens too)")
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention for self- and cross-attention, with grouped-query heads and a KV cache.
 
@@ -250,7 +264,8 @@ class MultiHeadAttention(nn.Module):
         * bias: float, broadcastable to ``(B, n_heads, Tq, Tk)``;
         * rope_positions: ``(Tq,)`` positions of the tokens in ``x``; RoPE rotates q and k
           (self-attention only);
-        * cache: a :class:`~transformer_core.cache.LayerKVCache`. Self-attention appends the new
+        * cache: a :class:`~transformer_core.cache.LayerKVCache` (kept in its own dtype; what it returns
+          is cast to the queries' dtype). Self-attention appends the new
           k, v and attends over everything cached. Cross-attention projects ``context`` into its
           ``memory_keys``/``memory_values`` on the first call and reuses them afterwards, so every
           later call must pass the same ``context`` (``reset()`` the cache for a new one);
@@ -340,6 +355,10 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)                                   # (B, Hkv, Tcache, hd)
         else:
             k, v = self._cross_kv(context, cache)                           # (B, Hkv, S, hd)
+        if k.dtype != q.dtype:             # a cache kept in another dtype is read back in the queries' dtype
+            k, v = k.to(q.dtype), v.to(q.dtype)
+        if mask is not None:
+            _check_mask_shape(mask, (batch, self.n_heads, n_queries, k.shape[2]))
         if self.n_kv_heads != self.n_heads:
             group = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(group, dim=1)                           # (B, H, Tk, hd)

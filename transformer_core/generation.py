@@ -23,6 +23,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from transformer_core.models import check_token_ids
+
 __all__ = [
     "temperature_scale",
     "top_k_filter",
@@ -222,13 +224,29 @@ def sample_next_token(
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
 
 
-def _check_prompt(idx: torch.Tensor, name: str) -> None:
-    if (not isinstance(idx, torch.Tensor) or idx.dtype != torch.long or idx.dim() != 2
+def _check_prompt(idx: torch.Tensor, name: str) -> torch.Tensor:
+    """The prompt as a LongTensor (int32 ids are accepted, as by the models), after checking its shape."""
+    if (not isinstance(idx, torch.Tensor) or idx.dtype not in (torch.long, torch.int) or idx.dim() != 2
             or idx.shape[1] == 0):
         described = (f"shape {tuple(idx.shape)} and dtype {idx.dtype}" if isinstance(idx, torch.Tensor)
                      else type(idx).__name__)
-        raise ValueError(f"{name}: idx must be a non-empty LongTensor of token ids of shape (B, T), got "
-                         f"{described}; a single prompt of shape (T,) becomes (1, T) with idx[None]")
+        raise ValueError(f"{name}: idx must be a non-empty integer tensor (int64 or int32) of token ids of "
+                         f"shape (B, T), got {described}; a single prompt of shape (T,) becomes (1, T) with "
+                         f"idx[None]")
+    return idx.long()
+
+
+def _check_can_generate(model, name: str) -> None:
+    """Refuse models that have no KV cache and no causal decoder, naming what to use instead."""
+    if hasattr(model, "new_cache"):
+        return
+    kind = type(model).__name__
+    if kind == "EncoderOnlyModel":
+        raise TypeError(f"{name}: {kind} is an encoder (bidirectional attention, no causal mask): it fills in "
+                        f"masked tokens, it does not continue text. Generate with a DecoderOnlyLM, or with an "
+                        f"EncoderDecoderModel and src=...")
+    raise TypeError(f"{name} needs a DecoderOnlyLM or an EncoderDecoderModel (a model with new_cache), "
+                    f"got {kind}")
 
 
 def _max_len(model) -> int:
@@ -255,7 +273,7 @@ def _decoder(model, src: torch.Tensor | None, src_mask: torch.Tensor | None):
     if not is_seq2seq:
         raise ValueError(f"src is the source sentence of an encoder-decoder model, but {type(model).__name__} "
                          f"is decoder-only: put the whole context into idx instead")
-    _check_prompt(src, "src")
+    src = _check_prompt(src, "src")
     memory = model.encode(src, src_mask=src_mask)                          # (B_src, S, d), once
 
     def decode(tokens, cache=None):
@@ -337,10 +355,16 @@ def generate(
         >>> out.shape
         torch.Size([1, 8])
     """
-    _check_prompt(idx, "generate")
+    idx = _check_prompt(idx, "generate")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    _check_can_generate(model, "generate")
     max_len = _max_len(model)
+    vocab_size = model.config.vocab_size
+    check_token_ids(idx, vocab_size, "generate: idx")
+    if eos_token_id is not None and not (isinstance(eos_token_id, int) and 0 <= eos_token_id < vocab_size):
+        raise ValueError(f"generate: eos_token_id={eos_token_id!r} is not a token id of this model's "
+                         f"vocabulary (0 .. {vocab_size - 1})")
     batch_size, prompt_len = idx.shape
     if src is not None and src.dim() == 2 and src.shape[0] != batch_size:
         raise ValueError(f"generate: src has {src.shape[0]} rows but idx has {batch_size}; give one "
@@ -449,7 +473,7 @@ def beam_search(
     """
     if isinstance(idx, torch.Tensor) and idx.dim() == 1:
         idx = idx[None]
-    _check_prompt(idx, "beam_search")
+    idx = _check_prompt(idx, "beam_search")
     if idx.shape[0] != 1:
         raise ValueError(f"beam_search handles one prompt at a time (batch size 1), got a batch of "
                          f"{idx.shape[0]}; loop over the prompts")

@@ -34,6 +34,7 @@ from .positions import (LearnedPositionalEmbedding, RelativePositionBias,
 __all__ = [
     "POSITIONS",
     "TransformerConfig",
+    "check_token_ids",
     "Embeddings",
     "MaskedLMHead",
     "EncoderOnlyModel",
@@ -187,6 +188,30 @@ class TransformerConfig:
         return cls(**fields)
 
 
+def _compiling() -> bool:
+    """Whether torch.compile is tracing this call (``torch.compiler.is_compiling`` is new in PyTorch 2.3)."""
+    is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+    return bool(is_compiling())
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, what: str) -> None:
+    """Raise a ValueError naming the first id outside ``0 .. vocab_size - 1`` (an embedding lookup
+    would fail with a bare ``IndexError``, or on a GPU with an asynchronous device assert).
+
+    Args:
+        ids: integer token ids of any shape.
+        vocab_size: the number of rows of the embedding table.
+        what: how the ids are called in the message, e.g. ``"generate: idx"``.
+    """
+    if ids.numel() == 0:
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(f"{what}: token id {bad} is outside the vocabulary of {vocab_size} ids "
+                         f"(0 .. {vocab_size - 1}); encode the text with the model's own tokenizer")
+
+
 class Embeddings(nn.Module):
     """Token (+ absolute position) (+ segment) embeddings, optional LayerNorm, then dropout.
 
@@ -224,6 +249,9 @@ class Embeddings(nn.Module):
         if ids.dim() != 2 or ids.dtype not in (torch.long, torch.int):
             raise ValueError(f"token ids must be an integer tensor (B, T), got shape "
                              f"{tuple(ids.shape)} and dtype {ids.dtype}.")
+        # On a GPU the check would wait for the device at every call, and compiled code needs no host values.
+        if ids.device.type == "cpu" and not _compiling():
+            check_token_ids(ids, self.token.num_embeddings, "token ids")
         x = self.token(ids) * self.scale                                     # (B, T, d)
         if self.position is not None:
             x = self.position(x, offset)

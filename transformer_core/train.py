@@ -600,9 +600,20 @@ def load_checkpoint(path: str | os.PathLike, *, device: str | torch.device = "cp
     if not path.is_file():
         raise FileNotFoundError(f"load_checkpoint: no checkpoint at {path}. Train one first, e.g. "
                                 f"`python -m transformer_core train --preset tiny --out runs/tiny`.")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    not_a_checkpoint = (f"load_checkpoint: {path} is not a transformer_core checkpoint (the ckpt.pt files "
+                        f"that `python -m transformer_core train --out DIR` writes)")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{not_a_checkpoint}: the file is empty")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # text, random bytes, a pickled module: torch.load's errors vary by content
+        raise ValueError(f"{not_a_checkpoint}: torch.load cannot read it ({type(err).__name__})") from None
     if not isinstance(state, dict) or state.get("format") != "transformer_core.checkpoint/1":
-        raise ValueError(f"load_checkpoint: {path} is not a transformer_core checkpoint")
+        raise ValueError(f"{not_a_checkpoint}: it holds {type(state).__name__}, not a checkpoint dictionary")
+    missing = [key for key in ("model_class", "model_config", "model", "train_config", "tokenizer", "optimizer",
+                               "step", "val_loss") if key not in state]
+    if missing:
+        raise ValueError(f"{not_a_checkpoint}: it lacks {', '.join(missing)}")
     model_class = getattr(models, state["model_class"], None)
     if model_class is None:
         raise ValueError(f"load_checkpoint: {path} holds a {state['model_class']}, which "
