@@ -132,6 +132,29 @@ def test_an_empty_data_file_gets_a_message_and_exit_2(tmp_path, capsys):
     assert not (tmp_path / "run").exists(), "nothing is written for a run that cannot start"
 
 
+def test_train_refuses_to_overwrite_an_earlier_run_and_resumes_it(tmp_path, capsys):
+    text_file = tmp_path / "text.txt"
+    text_file.write_text(data.offline_corpus()[:4000], encoding="utf-8")
+    run = ["train", "--preset", "tiny", "--data", str(text_file), "--out", str(tmp_path / "run"),
+           "--max-iters", "20", "--device", "cpu", "--quiet"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(run) == 0
+    before = (tmp_path / "run" / "ckpt.pt").read_bytes()
+    with pytest.raises(SystemExit) as info:
+        main(run)
+    assert info.value.code == 2 and "holds an earlier run" in capsys.readouterr().err
+    assert (tmp_path / "run" / "ckpt.pt").read_bytes() == before, "the earlier checkpoint is untouched"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(run + ["--resume", "--max-iters", "20"]) == 0       # already at its last step
+    assert "final val_loss" in out.getvalue() and out.getvalue().count("step     20:") == 1
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(run + ["--overwrite"]) == 0
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--preset", "tiny", "--data", str(text_file), "--out", str(tmp_path / "new"), "--resume"])
+    assert info.value.code == 2 and "does not exist" in capsys.readouterr().err
+
+
 def test_generate_rejects_unknown_prompt_characters(trained, capsys):
     _, checkpoint = trained
     with pytest.raises(SystemExit) as info:

@@ -209,3 +209,42 @@ def test_tokens_per_second_excludes_the_final_evaluation():
         assert result.tokens_per_second > 0
         timed_tokens = (30 - 3) * config.batch_size * config.block_size    # 3 warm-up steps skipped
         assert timed_tokens / result.tokens_per_second < result.wall_time_s - pause
+
+
+def _resumable_run(folder, *, stop_at=None, resume=False, dropout=0.1):
+    text = data.offline_corpus()[:6000]
+    tokenizer = data.CharTokenizer.from_text(text)
+    train_ids, val_ids = data.train_val_split(tokenizer.encode(text, as_tensor=True))
+    config = train.PRESETS["tiny"].replace(max_iters=40, eval_interval=10, dropout=dropout, out_dir=str(folder),
+                                           num_threads=1)
+    seed_everything(config.seed)
+    model = train.build_model(config, tokenizer.vocab_size)
+    stop = (lambda info: info["step"] == stop_at) if stop_at is not None else None
+    result = train.train(model, train_ids, val_ids, config, device="cpu", progress=False, callback=stop,
+                         tokenizer=tokenizer, resume=folder / train.RESUME_FILE if resume else None)
+    return model, result
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    whole_model, whole = _resumable_run(tmp_path / "whole")
+    _, first_half = _resumable_run(tmp_path / "halves", stop_at=20)            # interrupted at step 20
+    assert first_half.stopped_early and first_half.history["step"][-1] == 20
+    seed_everything(12345)                         # a fresh process would start from another RNG state
+    resumed_model, resumed = _resumable_run(tmp_path / "halves", resume=True)
+    assert resumed.history["step"] == whole.history["step"] == [0, 10, 20, 30, 40]
+    assert resumed.history["val_loss"] == whole.history["val_loss"]          # dropout 0.1: RNG restored too
+    assert resumed.iter_losses == whole.iter_losses
+    for (name, a), b in zip(resumed_model.state_dict().items(), whole_model.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_resuming_with_another_recipe_is_refused(tmp_path):
+    _resumable_run(tmp_path / "run", stop_at=10)
+    text = data.offline_corpus()[:6000]
+    tokenizer = data.CharTokenizer.from_text(text)
+    ids = tokenizer.encode(text, as_tensor=True)
+    config = train.PRESETS["tiny"].replace(max_iters=40, eval_interval=10, dropout=0.1, learning_rate=1e-2,
+                                           out_dir=str(tmp_path / "run"))
+    model = train.build_model(config, tokenizer.vocab_size)
+    with pytest.raises(ValueError, match="learning_rate"):
+        train.train(model, ids, ids, config, device="cpu", progress=False, resume=tmp_path / "run" / "last.pt")

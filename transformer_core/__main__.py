@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CPU threads for PyTorch (default: one per core; on a busy shared machine "
                             "1 thread avoids threads waiting for each other)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--resume", action="store_true",
+                       help="continue the run in --out from its last evaluation (<out>/last.pt)")
+    train.add_argument("--overwrite", action="store_true",
+                       help="start afresh in an --out folder that holds an earlier run's checkpoints")
 
     gen = commands.add_parser("generate", help="sample text from a checkpoint",
                               description="Continue a prompt with a trained checkpoint, using the KV cache.")
@@ -127,7 +131,8 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     from transformer_core import data
     from transformer_core.device import describe_device, seed_everything
-    from transformer_core.train import PRESETS, build_model, evaluate_split, resolve_amp_dtype, train
+    from transformer_core.train import (PRESETS, RESUME_FILE, build_model, evaluate_split, resolve_amp_dtype,
+                                        train)
 
     device = _device_or_exit(parser, args.device)
     config = PRESETS[args.preset]
@@ -141,6 +146,17 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.threads is not None:
         changes["num_threads"] = args.threads
     config = config.replace(**changes)
+    out_dir = pathlib.Path(config.out_dir)
+    resume_path = out_dir / RESUME_FILE
+    if args.resume and args.overwrite:
+        parser.error("--resume continues the run in --out and --overwrite starts it afresh: choose one")
+    if args.resume and not resume_path.is_file():
+        parser.error(f"--resume: {resume_path} does not exist; it is written at every evaluation of a run "
+                     f"with --out {out_dir}")
+    earlier = [name for name in ("ckpt.pt", RESUME_FILE) if (out_dir / name).exists()]
+    if earlier and not (args.resume or args.overwrite):
+        parser.error(f"--out {out_dir} holds an earlier run ({', '.join(earlier)}); pass --resume to continue "
+                     f"it, --overwrite to start afresh, or choose another --out")
     text = _load_text(parser, args.data)
     tokenizer = data.CharTokenizer.from_text(text)
     ids = tokenizer.encode(text, as_tensor=True)
@@ -159,8 +175,11 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, preset {args.preset}, "
           f"{config.max_iters} steps of {config.batch_size} x {config.block_size} tokens")
     sys.stdout.flush()
-    result = train(model, train_ids, val_ids, config, device=device, progress=not args.quiet,
-                   tokenizer=tokenizer)
+    try:
+        result = train(model, train_ids, val_ids, config, device=device, progress=not args.quiet,
+                       tokenizer=tokenizer, resume=resume_path if args.resume else None)
+    except ValueError as err:                     # a training state of another recipe
+        parser.error(f"--resume: {err}")
     for step, train_loss, val_loss in zip(result.history["step"], result.history["train_loss"],
                                           result.history["val_loss"]):
         print(f"step {step:>6}: train loss {train_loss:.4f}, val loss {val_loss:.4f}")

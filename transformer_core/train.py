@@ -46,6 +46,7 @@ from transformer_core.device import autocast_dtype, peak_flops, pick_device
 __all__ = [
     "TrainConfig",
     "PRESETS",
+    "RESUME_FILE",
     "TrainResult",
     "Checkpoint",
     "lr_at",
@@ -398,7 +399,8 @@ def evaluate_split(model: torch.nn.Module, ids: torch.Tensor, block_size: int, *
 def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: torch.Tensor | BatchFn,
           config: TrainConfig, *, device: str | torch.device | None = None, progress: bool = True,
           callback: Callable[[dict], bool | None] | None = None,
-          tokenizer: CharTokenizer | None = None) -> TrainResult:
+          tokenizer: CharTokenizer | None = None,
+          resume: str | os.PathLike | None = None) -> TrainResult:
     """Train ``model`` with the recipe in ``config``; returns losses, throughput and MFU.
 
     Args:
@@ -414,6 +416,13 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
         callback: called after each evaluation with a dict (``step``, ``train_loss``, ``val_loss``,
             ``lr``, ``elapsed_s``); returning ``True`` stops training.
         tokenizer: stored in checkpoints so that ``generate`` can decode.
+        resume: a training state (``<out_dir>/last.pt``, written at every evaluation) to continue
+            from. The model, optimizer, gradient scaler, step, history and random number generators
+            are restored, so the result equals a run that was never interrupted (exactly, on a CPU).
+            The recipe must be the one that wrote it.
+
+    With ``config.out_dir``, every evaluation writes the best model so far to ``ckpt.pt`` and the
+    whole training state to ``last.pt`` (:data:`RESUME_FILE`).
 
     Returns:
         A :class:`TrainResult`.
@@ -445,8 +454,13 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     history: dict[str, list[float]] = {"step": [], "train_loss": [], "val_loss": [], "lr": [], "elapsed_s": []}
     step_losses = torch.zeros(config.max_iters, device=device)
     best_val = math.inf
+    start_step = 0
+    if resume is not None:
+        start_step, best_val = _restore_training_state(resume, config, model, optimizer, scaler, train_gen,
+                                                       history, step_losses)
+    resume_path = pathlib.Path(config.out_dir) / RESUME_FILE if config.out_dir else None
     stopped_early = False
-    skip = min(10, config.max_iters // 10)      # steps left out of tokens/s (warm-up, compilation)
+    skip = start_step + min(10, (config.max_iters - start_step) // 10)  # steps left out of tokens/s
     timed_start = None
     eval_time = 0.0
     start = time.perf_counter()
@@ -464,6 +478,9 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
             save_checkpoint(checkpoint_path, model, optimizer, train_config=config, tokenizer=tokenizer,
                             step=step, val_loss=losses["val"])
         best_val = min(best_val, losses["val"])
+        if resume_path is not None:
+            _save_training_state(resume_path, config, model, optimizer, scaler, train_gen, history,
+                                 step_losses[:step], step=step, best_val=best_val)
         bar.set_postfix(train=f"{losses['train']:.4f}", val=f"{losses['val']:.4f}", refresh=False)
         stop = bool(callback({"step": step, "train_loss": losses["train"], "val_loss": losses["val"],
                               "lr": lr, "elapsed_s": elapsed})) if callback else False
@@ -473,15 +490,16 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
 
     lr = lr_at(0, max_lr=config.learning_rate, min_lr=config.min_lr, warmup_steps=warmup,
                total_steps=decay_steps)
-    step = 0
-    for step in range(config.max_iters):
+    step = start_step
+    for step in range(start_step, config.max_iters):
         if step == skip:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             timed_start = time.perf_counter()
         lr = lr_at(step, max_lr=config.learning_rate, min_lr=config.min_lr, warmup_steps=warmup,
                    total_steps=decay_steps)
-        if step % config.eval_interval == 0 and run_eval(step, lr):
+        resumed_here = resume is not None and step == start_step     # that evaluation is in the history
+        if step % config.eval_interval == 0 and not resumed_here and run_eval(step, lr):
             stopped_early = True
             break
         for group in optimizer.param_groups:
@@ -501,14 +519,15 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     timed_end = time.perf_counter()
     timed_eval_time = eval_time          # evaluations inside the timed span; the final one is after it
     steps_done = step
-    if not stopped_early:
+    already_evaluated = bool(history["step"]) and history["step"][-1] == step    # a finished run, resumed
+    if not stopped_early and not already_evaluated:
         run_eval(step, lr)
     bar.close()
 
     if timed_start is not None and steps_done > skip:
         timed_steps, timed_seconds = steps_done - skip, timed_end - timed_start - timed_eval_time
     else:
-        timed_steps, timed_seconds = steps_done, timed_end - start
+        timed_steps, timed_seconds = steps_done - start_step, timed_end - start
     tokens = timed_steps * config.batch_size * config.grad_accum_steps * config.block_size
     tokens_per_second = tokens / timed_seconds if timed_seconds > 0 and tokens > 0 else 0.0
     peak = peak_flops(device, amp_dtype or torch.float32)
@@ -527,6 +546,82 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
 # ----------------------------------------------------------------------------------------------
 # Checkpoints
 # ----------------------------------------------------------------------------------------------
+
+RESUME_FILE = "last.pt"
+_RESUME_FORMAT = "transformer_core.resume/1"
+# Fields that may differ between the run that wrote a training state and the run that resumes it.
+_RESUMABLE_CHANGES = {"out_dir", "num_threads", "compile"}
+
+
+def _save_training_state(path: pathlib.Path, config: TrainConfig, model: torch.nn.Module,
+                         optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+                         train_gen: torch.Generator, history: dict, step_losses: torch.Tensor, *,
+                         step: int, best_val: float) -> None:
+    """Everything :func:`train` needs to continue from ``step`` exactly as if it had not stopped."""
+    state = {
+        "format": _RESUME_FORMAT, "step": step, "best_val": best_val,
+        "train_config": dataclasses.asdict(config), "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+        "train_generator": train_gen.get_state(), "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "history": {key: list(values) for key, values in history.items()},
+        "step_losses": step_losses.detach().cpu(),
+    }
+    _atomic_save(state, path)
+
+
+def _restore_training_state(path: str | os.PathLike, config: TrainConfig, model: torch.nn.Module,
+                            optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+                            train_gen: torch.Generator, history: dict, step_losses: torch.Tensor
+                            ) -> tuple[int, float]:
+    """Load a training state into the objects :func:`train` built; returns ``(step, best_val)``.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file is not a training state, or it was written with another recipe.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"train: no training state at {path} to resume from; it is written at every "
+                                f"evaluation of a run with out_dir")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # whatever the file holds, it is not a training state
+        raise ValueError(f"train: {path} is not a training state ({type(err).__name__})") from None
+    if not isinstance(state, dict) or state.get("format") != _RESUME_FORMAT:
+        raise ValueError(f"train: {path} is not a training state written by transformer_core's train")
+    saved, wanted = state["train_config"], dataclasses.asdict(config)
+    changed = sorted(key for key in wanted if key not in _RESUMABLE_CHANGES and saved.get(key) != wanted[key])
+    if changed:
+        details = ", ".join(f"{key}: {saved.get(key)!r} -> {wanted[key]!r}" for key in changed)
+        raise ValueError(f"train: {path} was written with another recipe ({details}); resume with the same "
+                         f"settings, or start a new run in another folder")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scaler.load_state_dict(state["scaler"])
+    train_gen.set_state(state["train_generator"])
+    torch.set_rng_state(state["torch_rng"])
+    if state["cuda_rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    for key, values in state["history"].items():
+        history[key].extend(values)
+    step = int(state["step"])
+    step_losses[:step] = state["step_losses"].to(step_losses.device)
+    return step, float(state["best_val"])
+
+
+def _atomic_save(state: dict, path: pathlib.Path) -> None:
+    """``torch.save`` to a temporary name, then rename: a crash never leaves a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(state, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+
 
 @dataclass
 class Checkpoint:
@@ -564,7 +659,6 @@ def save_checkpoint(path: str | os.PathLike, model: torch.nn.Module,
         raise TypeError(f"save_checkpoint: the model needs a dataclass `config` attribute to be rebuilt "
                         f"later; {type(model).__name__} has {type(config).__name__}")
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "format": "transformer_core.checkpoint/1",
         "model_class": type(model).__name__,
@@ -576,14 +670,7 @@ def save_checkpoint(path: str | os.PathLike, model: torch.nn.Module,
         "step": step,
         "val_loss": val_loss,
     }
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(state, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        pathlib.Path(tmp).unlink(missing_ok=True)
+    _atomic_save(state, path)
     return path
 
 
