@@ -441,3 +441,30 @@ def test_a_cache_in_another_dtype_is_read_back_in_the_models_dtype():
         got = torch.cat([model(idx[:, :3], cache=cache)[0], model(idx[:, 3:], cache=cache)[0]], dim=1)
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, expected, atol=2e-3, rtol=2e-3)       # float16 keys and values
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "rope", "alibi", "t5"])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_left_padded_prompts_generate_as_if_each_were_alone(position, use_cache):
+    config = TransformerConfig(vocab_size=23, d_model=32, n_heads=4, n_layers=2, max_len=24, dropout=0.0,
+                               position=position)
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(config).double().eval()        # float64: no near-ties flip between batch and alone
+    prompts = [torch.tensor([5, 9, 2]), torch.tensor([7, 1, 4, 4, 8, 3]), torch.tensor([6])]
+    width = max(len(p) for p in prompts)
+    pad = 0
+    idx = torch.stack([torch.cat([torch.full((width - len(p),), pad), p]) for p in prompts])
+    attention_mask = torch.stack([torch.cat([torch.zeros(width - len(p)), torch.ones(len(p))]) for p in prompts])
+    batched = generate(model, idx, 7, use_cache=use_cache, attention_mask=attention_mask)
+    for row, prompt in enumerate(prompts):
+        alone = generate(model, prompt[None], 7, use_cache=use_cache)
+        assert torch.equal(batched[row, width:], alone[0, len(prompt):]), (position, row)
+
+
+def test_an_attention_mask_with_padding_inside_a_row_is_refused():
+    config = TransformerConfig(vocab_size=11, d_model=16, n_heads=4, n_layers=1, max_len=8)
+    model = DecoderOnlyLM(config).eval()
+    with pytest.raises(ValueError, match="left padding"):
+        model(torch.tensor([[3, 4, 5]]), attention_mask=torch.tensor([[1, 0, 1]]))
+    with pytest.raises(ValueError, match=r"attention_mask must have the prompt's shape \(1, 3\)"):
+        generate(model, torch.tensor([[3, 4, 5]]), 2, attention_mask=torch.ones(1, 4))

@@ -269,7 +269,7 @@ def _decoder(model, src: torch.Tensor | None, src_mask: torch.Tensor | None):
         if is_seq2seq:
             raise ValueError(f"{type(model).__name__} is an encoder-decoder model: pass the source ids as "
                              f"src=... (B, S); idx holds the start of the target (e.g. a BOS token)")
-        return lambda tokens, cache=None: model(tokens, cache=cache)[0]
+        return lambda tokens, cache=None, **kwargs: model(tokens, cache=cache, **kwargs)[0]
     if not is_seq2seq:
         raise ValueError(f"src is the source sentence of an encoder-decoder model, but {type(model).__name__} "
                          f"is decoder-only: put the whole context into idx instead")
@@ -299,6 +299,7 @@ def generate(
     generator: torch.Generator | None = None,
     src: torch.Tensor | None = None,
     src_mask: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Continue each prompt by ``max_new_tokens`` tokens with a decoder-only language model, or
     generate a target from a source with an encoder-decoder model (``src``).
@@ -342,6 +343,9 @@ def generate(
         generator: random number generator for reproducible sampling.
         src: source token ids, for an encoder-decoder model only.
         src_mask: True/1 on the real (non-padding) source tokens.
+        attention_mask: for prompts of different lengths padded on the left, ``(B, T)`` with 1 on
+            real tokens and 0 on padding; every row is then generated as if it were alone
+            (decoder-only models).
 
     Returns:
         The prompts followed by the generated tokens.
@@ -369,6 +373,14 @@ def generate(
     if src is not None and src.dim() == 2 and src.shape[0] != batch_size:
         raise ValueError(f"generate: src has {src.shape[0]} rows but idx has {batch_size}; give one "
                          f"target start per source")
+    if attention_mask is not None:
+        if src is not None:
+            raise ValueError("generate: attention_mask is for left-padded prompts of a decoder-only model; "
+                             "an encoder-decoder model takes the source padding as src_mask")
+        if tuple(attention_mask.shape) != (batch_size, prompt_len):
+            raise ValueError(f"generate: attention_mask must have the prompt's shape {(batch_size, prompt_len)}, "
+                             f"got {tuple(attention_mask.shape)}")
+        attention_mask = attention_mask.to(device=idx.device, dtype=torch.long)
     was_training = model.training
     model.eval()
     try:
@@ -382,11 +394,14 @@ def generate(
             cache = model.new_cache(batch_size, capacity, device=idx.device)
         next_input = tokens
         for _ in range(max_new_tokens):
+            real = {} if attention_mask is None else {"attention_mask": attention_mask}
             if cache is not None and cache.length + next_input.shape[1] <= cache.max_len:
-                logits = forward(next_input, cache=cache)                   # (B, T_new, V)
+                logits = forward(next_input, cache=cache, **real)           # (B, T_new, V)
             else:
                 cache = None
-                logits = forward(tokens[:, -max_len:])                      # (B, <=max_len, V)
+                if attention_mask is not None:
+                    real = {"attention_mask": attention_mask[:, -max_len:]}
+                logits = forward(tokens[:, -max_len:], **real)              # (B, <=max_len, V)
             next_token = sample_next_token(logits[:, -1, :], do_sample=do_sample, temperature=temperature,
                                            top_k=top_k, top_p=top_p, generator=generator)  # (B,)
             if eos_token_id is not None:
@@ -394,6 +409,8 @@ def generate(
                 finished |= next_token == eos_token_id
             next_input = next_token[:, None]                                # (B, 1)
             tokens = torch.cat([tokens, next_input], dim=1)
+            if attention_mask is not None:                                  # generated tokens are real
+                attention_mask = torch.cat([attention_mask, torch.ones_like(next_input)], dim=1)
             if eos_token_id is not None and bool(finished.all()):
                 break
         return tokens

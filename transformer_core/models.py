@@ -244,7 +244,7 @@ class Embeddings(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.scale = math.sqrt(d_model) if config.scale_embeddings else 1.0
 
-    def forward(self, ids: torch.Tensor, *, offset: int = 0,
+    def forward(self, ids: torch.Tensor, *, offset: int = 0, positions: torch.Tensor | None = None,
                 segment_ids: torch.Tensor | None = None) -> torch.Tensor:
         if ids.dim() != 2 or ids.dtype not in (torch.long, torch.int):
             raise ValueError(f"token ids must be an integer tensor (B, T), got shape "
@@ -254,7 +254,7 @@ class Embeddings(nn.Module):
             check_token_ids(ids, self.token.num_embeddings, "token ids")
         x = self.token(ids) * self.scale                                     # (B, T, d)
         if self.position is not None:
-            x = self.position(x, offset)
+            x = self.position(x, offset, positions)
         if self.segment is not None:
             if segment_ids is None:
                 segment_ids = torch.zeros_like(ids)
@@ -304,6 +304,26 @@ def _real_token_mask(attention_mask: torch.Tensor | None, ids: torch.Tensor) -> 
                          f"{tuple(ids.shape)} (True or 1 on real tokens, False or 0 on padding); "
                          f"got {tuple(attention_mask.shape)}.")
     return attention_mask.bool()[:, None, None, :]
+
+
+def _left_padding(attention_mask: torch.Tensor, batch_size: int, n_keys: int, n_new: int
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A left-padded batch's key mask ``(B, 1, 1, n_keys)`` and the positions ``(B, n_new)`` of its new
+    tokens, counted from each row's first real token (as if the row had no padding).
+
+    Args:
+        attention_mask: ``(B, n_keys)``, 1 (or True) on real tokens and 0 on padding, over the cached
+            and the new tokens; padding only at the start of a row.
+    """
+    if tuple(attention_mask.shape) != (batch_size, n_keys):
+        raise ValueError(f"attention_mask must have shape (B, cached + new tokens) = ({batch_size}, {n_keys}), "
+                         f"1 on real tokens and 0 on padding; got {tuple(attention_mask.shape)}")
+    real = attention_mask.bool()
+    if not _compiling() and bool((real[:, :-1] & ~real[:, 1:]).any()):
+        raise ValueError("attention_mask: padding must come first in each row (left padding): a 0 after a 1 "
+                         "would put padding between real tokens; pad prompts on the left")
+    positions = (real.long().cumsum(dim=-1) - 1).clamp(min=0)                 # (B, n_keys)
+    return real[:, None, None, :], positions[:, -n_new:]
 
 
 def _init_weights(model: nn.Module, n_residual_layers: int) -> None:
@@ -484,13 +504,16 @@ class DecoderOnlyLM(_CountParameters, nn.Module):
     its weight tied to ``embeddings.token.weight`` when ``tie_weights``).
 
     Shapes:
-        ``forward(idx, targets=None, *, cache=None, need_weights=False)``: idx ``(B, T)`` ->
+        ``forward(idx, targets=None, *, cache=None, attention_mask=None, need_weights=False)``: idx ``(B, T)`` ->
         ``(logits (B, T, vocab_size), loss)``; ``loss`` is the mean next-token cross-entropy when
         ``targets`` ``(B, T)`` are given (``-100`` = ignore), else None. With a ``cache`` (from
         :meth:`new_cache`), ``idx`` holds only the new tokens: their positions start at
         ``cache.length``, their keys and values are appended, and attention covers everything
         cached. With ``need_weights=True`` each ``layers[i].self_attn_weights`` holds
-        ``(B, n_heads, T, T_cached)`` afterwards.
+        ``(B, n_heads, T, T_cached)`` afterwards. A batch of prompts of different lengths is padded on
+        the left and given ``attention_mask`` ``(B, T_cached + T)``, 1 on real tokens: padding is never
+        attended to, and each row's positions count from its first real token, so every row's logits
+        equal those of the row alone.
 
     Example:
         >>> config = TransformerConfig(vocab_size=65, d_model=32, n_heads=4, n_layers=2, max_len=16)
@@ -539,19 +562,27 @@ class DecoderOnlyLM(_CountParameters, nn.Module):
                        dtype=dtype or weight.dtype, device=device or weight.device)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
-                cache: KVCache | None = None, need_weights: bool = False):
+                cache: KVCache | None = None, attention_mask: torch.Tensor | None = None,
+                need_weights: bool = False):
         if cache is not None and cache.n_layers != len(self.layers):
             raise ValueError(f"the cache has {cache.n_layers} layers but the model has "
                              f"{len(self.layers)}; create it with model.new_cache(batch_size).")
         start = 0 if cache is None else cache.length
         n_new = idx.shape[-1]
         n_keys = start + n_new
-        x = self.embeddings(idx, offset=start)                                # (B, T, d)
+        key_mask = positions = None
+        if attention_mask is not None:                                        # a left-padded batch
+            key_mask, positions = _left_padding(attention_mask, idx.shape[0], n_keys, n_new)
+        x = self.embeddings(idx, offset=start, positions=positions)           # (B, T, d)
         # One new token may attend everything cached: no mask needed. A whole sequence from the
         # start is causal: say so (is_causal) rather than build a mask, so the fused kernel is faster.
         causal = start == 0 and n_new > 1
         mask = causal_mask(n_new, n_keys, device=idx.device) if start > 0 and n_new > 1 else None
+        if key_mask is not None:
+            mask = key_mask if mask is None else mask & key_mask
         bias, rope_positions = self.positions(n_new, n_keys, idx.device)
+        if positions is not None and rope_positions is not None:
+            rope_positions = positions[:, None, :]                            # (B, 1, T): one row per sequence
         for i, layer in enumerate(self.layers):
             x = layer(x, self_mask=mask, self_bias=bias, rope_positions=rope_positions,
                       cache=None if cache is None else cache.layers[i], need_weights=need_weights,

@@ -90,9 +90,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         max_len: number of precomputed positions.
 
     Shapes:
-        ``forward(x, offset=0)``: x ``(B, T, d_model)`` -> ``(B, T, d_model)``, where position ``t`` of
-        ``x`` receives row ``offset + t`` of the table (``offset`` is the number of tokens already in
-        a KV cache).
+        ``forward(x, offset=0, positions=None)``: x ``(B, T, d_model)`` -> ``(B, T, d_model)``, where
+        position ``t`` of ``x`` receives row ``offset + t`` of the table (``offset`` is the number of
+        tokens already in a KV cache), or row ``positions[b, t]`` for per-row positions ``(B, T)``.
 
     Example:
         >>> pe = SinusoidalPositionalEncoding(16, max_len=32)
@@ -106,12 +106,13 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.max_len = max_len
         self.register_buffer("table", sinusoidal_encoding(max_len, d_model), persistent=False)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
         n_tokens = x.shape[-2]
         _check_fits(offset, n_tokens, self.max_len, "SinusoidalPositionalEncoding",
                     "Sinusoids extrapolate, the table is only precomputed: build the module (or the "
                     "model config) with a larger max_len.")
-        return x + self.table[offset:offset + n_tokens].to(x.dtype)
+        rows = self.table[offset:offset + n_tokens] if positions is None else self.table[positions]
+        return x + rows.to(x.dtype)
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -125,8 +126,9 @@ class LearnedPositionalEmbedding(nn.Module):
 
     Shapes:
         ``weight``: ``(max_len, d_model)``, initialised from N(0, 0.02^2).
-        ``forward(x, offset=0)``: x ``(B, T, d_model)`` -> ``(B, T, d_model)``; position ``t`` of ``x``
-        receives row ``offset + t``.
+        ``forward(x, offset=0, positions=None)``: x ``(B, T, d_model)`` -> ``(B, T, d_model)``; position
+        ``t`` of ``x`` receives row ``offset + t``, or row ``positions[b, t]`` when per-row positions
+        ``(B, T)`` are given (left-padded batches; they never exceed ``offset + t``).
 
     Example:
         >>> emb = LearnedPositionalEmbedding(max_len=8, d_model=4)
@@ -141,12 +143,12 @@ class LearnedPositionalEmbedding(nn.Module):
         self.weight = nn.Parameter(torch.empty(max_len, d_model))
         nn.init.normal_(self.weight, mean=0.0, std=0.02)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, offset: int = 0, positions: torch.Tensor | None = None) -> torch.Tensor:
         n_tokens = x.shape[-2]
         _check_fits(offset, n_tokens, self.max_len, "LearnedPositionalEmbedding",
                     "Learned positions cannot extrapolate beyond the table they were trained with: "
                     "shorten the input, or use position='sinusoidal', 'rope', 'alibi' or 't5'.")
-        return x + self.weight[offset:offset + n_tokens]
+        return x + (self.weight[offset:offset + n_tokens] if positions is None else self.weight[positions])
 
 
 def t5_relative_bucket(relative_position: torch.Tensor, bidirectional: bool = True,
