@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CPU threads for PyTorch (default: one per core; on a busy shared machine "
                             "1 thread avoids threads waiting for each other)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--grad-accum", type=_positive_int, default=None,
+                       help="micro-batches per optimizer step, over all processes (default: the preset's)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in --out from its last evaluation (<out>/last.pt)")
     train.add_argument("--overwrite", action="store_true",
@@ -127,14 +129,30 @@ def _load_text(parser: argparse.ArgumentParser, source: str) -> str:
 
 
 def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``train``, in one process or in each of the processes ``torchrun`` starts (rank 0 reports)."""
+    import contextlib
+    import io
+
+    from transformer_core import distributed
+
+    device = _device_or_exit(parser, args.device)
+    with distributed.process_group(device) as ranks:
+        if ranks.world_size > 1 and device.type == "cuda":
+            device = _device_or_exit(parser, f"cuda:{ranks.local_rank}")
+        if ranks.is_main:
+            return _train_in_process(parser, args, device)
+        with contextlib.redirect_stdout(io.StringIO()):         # the other processes train silently
+            return _train_in_process(parser, args, device)
+
+
+def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace, device) -> int:
     import torch
 
-    from transformer_core import data
+    from transformer_core import data, distributed
     from transformer_core.device import describe_device, seed_everything
     from transformer_core.train import (PRESETS, RESUME_FILE, build_model, evaluate_split, resolve_amp_dtype,
                                         train)
 
-    device = _device_or_exit(parser, args.device)
     config = PRESETS[args.preset]
     changes = {"out_dir": str(args.out or pathlib.Path("runs") / args.preset)}
     if args.max_iters is not None:
@@ -145,6 +163,8 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         changes["compile"] = True
     if args.threads is not None:
         changes["num_threads"] = args.threads
+    if args.grad_accum is not None:
+        changes["grad_accum_steps"] = args.grad_accum
     config = config.replace(**changes)
     out_dir = pathlib.Path(config.out_dir)
     resume_path = out_dir / RESUME_FILE
@@ -189,6 +209,8 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                                  amp_dtype=resolve_amp_dtype(config, device))
     print(f"val loss on the whole validation split ({(len(val_ids) - 1) // config.block_size:,} windows "
           f"of {config.block_size}): {whole_split:.4f}")
+    if not distributed.current().is_main:
+        return 0
     summary = _write_summary(pathlib.Path(config.out_dir), args.preset, config, result, device, whole_split)
     print(f"checkpoint (best val loss {result.best_val_loss:.4f}): {result.checkpoint_path}; summary: {summary}")
     print(f"final val_loss {result.final_val_loss:.4f}")

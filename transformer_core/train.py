@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from transformer_core import complexity
+from transformer_core import complexity, distributed
 from transformer_core.data import CharTokenizer, get_batch
 from transformer_core.device import autocast_dtype, peak_flops, pick_device
 
@@ -430,16 +430,29 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     device = pick_device(device)
     if config.num_threads is not None and device.type == "cpu":
         torch.set_num_threads(config.num_threads)
+    ranks = distributed.current()
+    if config.grad_accum_steps % ranks.world_size:
+        raise ValueError(f"train: grad_accum_steps={config.grad_accum_steps} must be a multiple of the "
+                         f"{ranks.world_size} processes, so that the global batch stays the same")
+    local_steps = config.grad_accum_steps // ranks.world_size      # micro-batches of this process
     amp_dtype = resolve_amp_dtype(config, device)
     model.to(device)
     model.train()
-    fwd = torch.compile(model) if config.compile else model
+    ddp = None
+    if ranks.world_size > 1:      # averages the gradients of all processes after each backward pass
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    fwd = torch.compile(ddp or model) if config.compile else (ddp or model)
+    eval_fwd = fwd if ddp is None else model
     optimizer = configure_optimizer(model, config, device)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
     ctx = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
     next_train = _batch_source(train_data, config, device, "train_data")
     next_val = _batch_source(val_data, config, device, "val_data")
-    train_gen = torch.Generator().manual_seed(config.seed)
+    # One batch stream per micro-batch slot of a step, numbered over all processes: whatever the number
+    # of processes, step s trains on the same global batch.
+    slots = range(ranks.rank * local_steps, (ranks.rank + 1) * local_steps)
+    train_gens = [torch.Generator().manual_seed(config.seed + slot) for slot in slots]
     eval_gen = torch.Generator().manual_seed(config.seed + 1)
     eval_batches = {"train": [next_train(eval_gen) for _ in range(config.eval_iters)],
                     "val": [next_val(eval_gen) for _ in range(config.eval_iters)]}
@@ -456,34 +469,39 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     best_val = math.inf
     start_step = 0
     if resume is not None:
-        start_step, best_val = _restore_training_state(resume, config, model, optimizer, scaler, train_gen,
-                                                       history, step_losses)
+        start_step, best_val = _restore_training_state(resume, config, model, optimizer, scaler, train_gens,
+                                                       slots, ranks, history, step_losses)
     resume_path = pathlib.Path(config.out_dir) / RESUME_FILE if config.out_dir else None
     stopped_early = False
     skip = start_step + min(10, (config.max_iters - start_step) // 10)  # steps left out of tokens/s
     timed_start = None
     eval_time = 0.0
     start = time.perf_counter()
-    bar = tqdm(total=config.max_iters, desc="train", unit="step", disable=not progress)
+    bar = tqdm(total=config.max_iters, desc="train", unit="step", disable=not (progress and ranks.is_main))
 
     def run_eval(step: int, lr: float) -> bool:
         nonlocal best_val, eval_time
         t0 = time.perf_counter()
-        losses = {split: evaluate(fwd, batches, amp_dtype=amp_dtype) for split, batches in eval_batches.items()}
+        losses = {split: evaluate(eval_fwd, batches, amp_dtype=amp_dtype) for split, batches in eval_batches.items()}
         elapsed = time.perf_counter() - start
         for key, value in (("step", step), ("train_loss", losses["train"]), ("val_loss", losses["val"]),
                            ("lr", lr), ("elapsed_s", elapsed)):
             history[key].append(value)
-        if checkpoint_path is not None and losses["val"] < best_val:
+        if checkpoint_path is not None and losses["val"] < best_val and ranks.is_main:
             save_checkpoint(checkpoint_path, model, optimizer, train_config=config, tokenizer=tokenizer,
                             step=step, val_loss=losses["val"])
         best_val = min(best_val, losses["val"])
-        if resume_path is not None:
-            _save_training_state(resume_path, config, model, optimizer, scaler, train_gen, history,
-                                 step_losses[:step], step=step, best_val=best_val)
+        if resume_path is not None:                 # collective: every process sends its generators
+            generators = [state for rank_states in distributed.gather([g.get_state() for g in train_gens])
+                          for state in rank_states]
+            torch_rngs = distributed.gather(torch.get_rng_state())
+            if ranks.is_main:
+                _save_training_state(resume_path, config, model, optimizer, scaler, generators, torch_rngs,
+                                     history, step_losses[:step], step=step, best_val=best_val)
         bar.set_postfix(train=f"{losses['train']:.4f}", val=f"{losses['val']:.4f}", refresh=False)
         stop = bool(callback({"step": step, "train_loss": losses["train"], "val_loss": losses["val"],
                               "lr": lr, "elapsed_s": elapsed})) if callback else False
+        stop = distributed.all_agree(stop, device)  # every process stops at the same step
         if timed_start is not None:
             eval_time += time.perf_counter() - t0
         return stop
@@ -504,11 +522,13 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
             break
         for group in optimizer.param_groups:
             group["lr"] = lr
-        for _ in range(config.grad_accum_steps):
-            x, y = next_train(train_gen)
-            with ctx:
-                _, loss = fwd(x, y)
-            scaler.scale(loss / config.grad_accum_steps).backward()
+        for micro, generator in enumerate(train_gens):
+            x, y = next_train(generator)
+            last = micro == local_steps - 1    # DDP averages across processes after the last micro-batch only
+            with contextlib.nullcontext() if ddp is None or last else ddp.no_sync():
+                with ctx:
+                    _, loss = fwd(x, y)
+                scaler.scale(loss / local_steps).backward()
         apply_gradients(model, optimizer, scaler, config.grad_clip)
         step_losses[step] = loss.detach()
         bar.update(1)
@@ -531,7 +551,7 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     tokens = timed_steps * config.batch_size * config.grad_accum_steps * config.block_size
     tokens_per_second = tokens / timed_seconds if timed_seconds > 0 and tokens > 0 else 0.0
     peak = peak_flops(device, amp_dtype or torch.float32)
-    utilisation = (complexity.mfu(tokens_per_second, fpt, peak)
+    utilisation = (complexity.mfu(tokens_per_second / ranks.world_size, fpt, peak)       # per device
                    if peak is not None and fpt is not None and tokens_per_second > 0 else None)
     return TrainResult(
         history=history, iter_losses=step_losses[:steps_done].tolist(),
@@ -555,14 +575,16 @@ _RESUMABLE_CHANGES = {"out_dir", "num_threads", "compile"}
 
 def _save_training_state(path: pathlib.Path, config: TrainConfig, model: torch.nn.Module,
                          optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                         train_gen: torch.Generator, history: dict, step_losses: torch.Tensor, *,
-                         step: int, best_val: float) -> None:
-    """Everything :func:`train` needs to continue from ``step`` exactly as if it had not stopped."""
+                         generators: list[torch.Tensor], torch_rngs: list[torch.Tensor], history: dict,
+                         step_losses: torch.Tensor, *, step: int, best_val: float) -> None:
+    """Everything :func:`train` needs to continue from ``step`` exactly as if it had not stopped:
+    ``generators`` holds the batch streams of all micro-batch slots, ``torch_rngs`` every process's
+    global generator (dropout)."""
     state = {
         "format": _RESUME_FORMAT, "step": step, "best_val": best_val,
         "train_config": dataclasses.asdict(config), "model": model.state_dict(),
         "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
-        "train_generator": train_gen.get_state(), "torch_rng": torch.get_rng_state(),
+        "train_generators": generators, "torch_rngs": torch_rngs,
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "history": {key: list(values) for key, values in history.items()},
         "step_losses": step_losses.detach().cpu(),
@@ -572,8 +594,8 @@ def _save_training_state(path: pathlib.Path, config: TrainConfig, model: torch.n
 
 def _restore_training_state(path: str | os.PathLike, config: TrainConfig, model: torch.nn.Module,
                             optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-                            train_gen: torch.Generator, history: dict, step_losses: torch.Tensor
-                            ) -> tuple[int, float]:
+                            train_gens: list[torch.Generator], slots: range, ranks: distributed.Ranks,
+                            history: dict, step_losses: torch.Tensor) -> tuple[int, float]:
     """Load a training state into the objects :func:`train` built; returns ``(step, best_val)``.
 
     Raises:
@@ -599,8 +621,9 @@ def _restore_training_state(path: str | os.PathLike, config: TrainConfig, model:
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scaler.load_state_dict(state["scaler"])
-    train_gen.set_state(state["train_generator"])
-    torch.set_rng_state(state["torch_rng"])
+    for generator, slot in zip(train_gens, slots):
+        generator.set_state(state["train_generators"][slot])
+    torch.set_rng_state(state["torch_rngs"][ranks.rank % len(state["torch_rngs"])])
     if state["cuda_rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])
     for key, values in state["history"].items():
