@@ -73,6 +73,14 @@ def test_generate_greedy_is_identical_with_and_without_cache(trained, capsys):
     assert cached == uncached
 
 
+def test_generate_compile_refuses_more_tokens_than_the_context(trained, capsys):
+    _, checkpoint = trained
+    with pytest.raises(SystemExit) as info:
+        main(["generate", "--checkpoint", str(checkpoint), "--prompt", "The ", "--max-new-tokens", "100",
+              "--compile", "--device", "cpu"])
+    assert info.value.code == 2 and "must fit in max_len" in capsys.readouterr().err
+
+
 def test_generate_sampling_is_reproducible_with_a_seed(trained, capsys):
     _, checkpoint = trained
     first = _generate(capsys, checkpoint, "--top-k", "5", "--top-p", "0.9", "--seed", "3")

@@ -468,3 +468,49 @@ def test_an_attention_mask_with_padding_inside_a_row_is_refused():
         model(torch.tensor([[3, 4, 5]]), attention_mask=torch.tensor([[1, 0, 1]]))
     with pytest.raises(ValueError, match=r"attention_mask must have the prompt's shape \(1, 3\)"):
         generate(model, torch.tensor([[3, 4, 5]]), 2, attention_mask=torch.ones(1, 4))
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "rope", "none"])
+def test_a_static_cache_gives_the_logits_of_the_whole_sequence(position):
+    from transformer_core.cache import StaticKVCache
+
+    config = TransformerConfig(vocab_size=23, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, max_len=16,
+                               position=position)
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(config).eval()
+    idx = torch.randint(0, 23, (2, 9))
+    with torch.no_grad():
+        expected = model(idx)[0]
+        cache = StaticKVCache(2, 2, 12, config.n_kv_heads, config.head_dim)
+        chunks = [model(idx[:, :4], cache=cache)[0]] + [model(idx[:, t:t + 1], cache=cache)[0] for t in range(4, 9)]
+    torch.testing.assert_close(torch.cat(chunks, dim=1), expected, atol=1e-5, rtol=1e-5)
+    assert cache.length == 9 and cache.keys.shape[3] == 12      # every step saw all 12 slots
+
+
+@pytest.mark.parametrize("position", ["learned", "rope"])
+def test_compiled_decoding_gives_eager_tokens_and_never_recompiles(position):
+    from torch._dynamo.utils import counters
+
+    config = TransformerConfig(vocab_size=23, d_model=32, n_heads=4, n_layers=2, max_len=24, position=position)
+    torch.manual_seed(0)
+    model = DecoderOnlyLM(config).eval()
+    prompts = torch.randint(0, 23, (2, 2, 5))
+    counters.clear()
+    for prompt in prompts:                      # aot_eager: dynamo's capture and functionalization, no codegen
+        assert torch.equal(generate(model, prompt, 10, compile="aot_eager"), generate(model, prompt, 10))
+    assert counters["stats"]["unique_graphs"] == 1, "one graph for every step of both calls"
+    sampled = [generate(model, prompts[0], 6, do_sample=True, top_k=5, compile=flag,
+                        generator=torch.Generator().manual_seed(3)) for flag in ("aot_eager", False)]
+    assert torch.equal(*sampled)
+
+
+def test_compiled_decoding_refuses_what_it_cannot_do():
+    config = TransformerConfig(vocab_size=11, d_model=16, n_heads=4, n_layers=1, max_len=8, position="alibi")
+    model = DecoderOnlyLM(config).eval()
+    with pytest.raises(ValueError, match="biases attention by distance"):
+        generate(model, torch.tensor([[1, 2]]), 3, compile="eager")
+    model = DecoderOnlyLM(TransformerConfig(vocab_size=11, d_model=16, n_heads=4, n_layers=1, max_len=8)).eval()
+    with pytest.raises(ValueError, match=r"must fit in max_len=8"):
+        generate(model, torch.tensor([[1, 2, 3]]), 7, compile="eager")
+    with pytest.raises(ValueError, match="no attention_mask"):
+        generate(model, torch.tensor([[1, 2]]), 3, compile="eager", attention_mask=torch.ones(1, 2))

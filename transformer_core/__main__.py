@@ -86,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass in (0, 1]")
     gen.add_argument("--seed", type=int, default=1337, help="sampling seed (default 1337)")
     gen.add_argument("--no-cache", action="store_true", help="recompute the whole context every step")
+    gen.add_argument("--compile", action="store_true",
+                     help="compile the decode step (fixed shapes, a static cache; CUDA graphs on a GPU)")
     gen.add_argument("--device", default=None)
 
     bench = commands.add_parser("bench", help="time naive vs fused attention, cached vs uncached generation and a training step (MFU)")
@@ -270,9 +272,11 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         with torch.no_grad():
             out = generate(checkpoint.model, idx, args.max_new_tokens, do_sample=not greedy,
                            temperature=1.0 if greedy else args.temperature, top_k=args.top_k, top_p=args.top_p,
-                           use_cache=not args.no_cache, generator=generator)
+                           use_cache=not args.no_cache, generator=generator, compile=args.compile)
     except TypeError as err:                      # a checkpoint of a model that cannot generate
         parser.error(f"--checkpoint {args.checkpoint}: {err}")
+    except ValueError as err:                     # e.g. --compile with more tokens than max_len
+        parser.error(str(err))
     print(tokenizer.decode(out[0]))
     return 0
 

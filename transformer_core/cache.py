@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["KVCache", "LayerKVCache"]
+__all__ = ["KVCache", "LayerKVCache", "StaticKVCache", "StaticLayerKVCache"]
 
 
 class LayerKVCache:
@@ -171,3 +171,66 @@ class KVCache:
             if layer.memory_keys is not None:
                 layer.memory_keys = layer.memory_keys.index_select(0, index)
                 layer.memory_values = layer.memory_values.index_select(0, index)
+
+
+class StaticLayerKVCache:
+    """One layer's slice of a :class:`StaticKVCache`: it writes at the shared position tensor and
+    returns the whole buffers, so every decode step has the same shapes."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, position: torch.Tensor):
+        self.keys = keys
+        self.values = values
+        self.position = position
+        self.memory_keys = self.memory_values = None     # decoder-only: no cross-attention
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write ``T`` new keys and values at ``position .. position + T - 1``; return the full buffers.
+
+        Shapes:
+            k, v ``(B, n_kv_heads, T, head_dim)`` -> two ``(B, n_kv_heads, max_len, head_dim)`` buffers;
+            the caller masks the keys beyond the filled part.
+        """
+        slots = self.position + torch.arange(k.shape[2], device=k.device)              # (T,)
+        self.keys.index_copy_(2, slots, k.to(self.keys.dtype))
+        self.values.index_copy_(2, slots, v.to(self.values.dtype))
+        return self.keys, self.values
+
+
+class StaticKVCache(KVCache):
+    """A :class:`KVCache` whose decode steps all have the same shapes, for ``torch.compile``.
+
+    The number of stored tokens is a tensor, :attr:`position`, not a Python int: a compiled decode
+    step reads and advances it on the device, so the step never recompiles and needs no host
+    synchronisation. Attention then runs over all ``max_len`` slots with the unfilled ones masked
+    (:meth:`DecoderOnlyLM.forward <transformer_core.models.DecoderOnlyLM.forward>` builds the mask).
+    Position schemes that depend only on absolute positions (learned, sinusoidal, RoPE, none) are
+    supported.
+
+    Args: as :class:`KVCache`.
+
+    Example:
+        >>> cache = StaticKVCache(n_layers=1, batch_size=1, max_len=8, n_kv_heads=2, head_dim=4)
+        >>> k_all, _ = cache.layers[0].append(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
+        >>> k_all.shape, cache.length
+        (torch.Size([1, 2, 8, 4]), 0)
+    """
+
+    def __init__(self, n_layers: int, batch_size: int, max_len: int, n_kv_heads: int,
+                 head_dim: int, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str | None = None):
+        super().__init__(n_layers, batch_size, max_len, n_kv_heads, head_dim, dtype=dtype, device=device)
+        self.position = torch.zeros((), dtype=torch.long, device=self.keys.device)
+        self.layers = [StaticLayerKVCache(self.keys[i], self.values[i], self.position) for i in range(n_layers)]
+
+    @property
+    def length(self) -> int:
+        """Number of tokens stored (reads the position from the device)."""
+        return int(self.position)
+
+    def advance(self, n_new: int) -> None:
+        """Count ``n_new`` more tokens as stored, after every layer has written them."""
+        self.position.add_(n_new)
+
+    def reset(self) -> None:
+        """Forget all stored tokens (the buffers are kept and overwritten later)."""
+        self.position.zero_()

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from transformer_core.cache import StaticKVCache
 from transformer_core.models import check_token_ids
 
 __all__ = [
@@ -236,6 +237,53 @@ def _check_prompt(idx: torch.Tensor, name: str) -> torch.Tensor:
     return idx.long()
 
 
+def _check_can_compile(model, src, attention_mask, use_cache: bool, total_len: int, max_len: int) -> None:
+    """Refuse what compiled decoding does not do, saying what to use instead."""
+    reasons = []
+    if src is not None or not hasattr(model, "layers"):
+        reasons.append("it decodes decoder-only models (DecoderOnlyLM)")
+    elif model.config.position in ("alibi", "t5"):
+        reasons.append(f"position={model.config.position!r} biases attention by distance, not by absolute position")
+    if attention_mask is not None:
+        reasons.append("it decodes prompts of one length (no attention_mask)")
+    if not use_cache:
+        reasons.append("it needs the cache (use_cache=True)")
+    if total_len > max_len:
+        reasons.append(f"the prompt plus the new tokens ({total_len}) must fit in max_len={max_len}")
+    if reasons:
+        raise ValueError("generate(compile=...): " + "; ".join(reasons) + "; use compile=False here")
+
+
+def _static_cache(model, batch_size: int, capacity: int, device: torch.device) -> StaticKVCache:
+    weight = model.embeddings.token.weight
+    cache = StaticKVCache(len(model.layers), batch_size, capacity, model.config.n_kv_heads,
+                          model.config.head_dim, dtype=weight.dtype, device=device)
+    if device.type == "cuda":           # CUDA graphs may then update these buffers in place
+        for tensor in (cache.keys, cache.values, cache.position):
+            torch._dynamo.mark_static_address(tensor)
+    return cache
+
+
+def _decode_step(model, token: torch.Tensor, cache: StaticKVCache) -> torch.Tensor:
+    """One decode step: token ``(B, 1)`` -> logits ``(B, 1, V)``, written into and read from ``cache``."""
+    return model(token, cache=cache)[0]
+
+
+_COMPILED_STEPS: dict = {}
+
+
+def _compiled_step(compile: bool | str, device: torch.device):
+    """:func:`_decode_step` compiled once per backend and mode (dynamo then reuses the graph for
+    every step of every call with the same shapes)."""
+    backend = "inductor" if compile is True else str(compile)
+    mode = "reduce-overhead" if device.type == "cuda" and backend == "inductor" else None
+    key = (backend, mode)
+    if key not in _COMPILED_STEPS:
+        _COMPILED_STEPS[key] = torch.compile(_decode_step, backend=backend, mode=mode, fullgraph=True,
+                                             dynamic=False)
+    return _COMPILED_STEPS[key]
+
+
 def _check_can_generate(model, name: str) -> None:
     """Refuse models that have no KV cache and no causal decoder, naming what to use instead."""
     if hasattr(model, "new_cache"):
@@ -300,6 +348,7 @@ def generate(
     src: torch.Tensor | None = None,
     src_mask: torch.Tensor | None = None,
     attention_mask: torch.Tensor | None = None,
+    compile: bool | str = False,
 ) -> torch.Tensor:
     """Continue each prompt by ``max_new_tokens`` tokens with a decoder-only language model, or
     generate a target from a source with an encoder-decoder model (``src``).
@@ -346,6 +395,13 @@ def generate(
         attention_mask: for prompts of different lengths padded on the left, ``(B, T)`` with 1 on
             real tokens and 0 on padding; every row is then generated as if it were alone
             (decoder-only models).
+        compile: run each decode step as one ``torch.compile``-d graph over a
+            :class:`~transformer_core.cache.StaticKVCache`: fixed shapes, the position kept on the
+            device, no recompilation from step to step (on a GPU with CUDA graphs, so a step is one
+            launch instead of hundreds). ``True`` uses PyTorch's default backend; a string names
+            another (``"eager"`` checks the graph capture without generating code). Decoder-only
+            models with learned, sinusoidal, RoPE or no positions; the prompt plus the new tokens
+            must fit in ``max_len``. Greedy tokens equal those of ``compile=False``.
 
     Returns:
         The prompts followed by the generated tokens.
@@ -373,6 +429,8 @@ def generate(
     if src is not None and src.dim() == 2 and src.shape[0] != batch_size:
         raise ValueError(f"generate: src has {src.shape[0]} rows but idx has {batch_size}; give one "
                          f"target start per source")
+    if compile:
+        _check_can_compile(model, src, attention_mask, use_cache, prompt_len + max_new_tokens, max_len)
     if attention_mask is not None:
         if src is not None:
             raise ValueError("generate: attention_mask is for left-padded prompts of a decoder-only model; "
@@ -391,11 +449,15 @@ def generate(
         if use_cache and max_new_tokens > 0 and prompt_len <= max_len:
             # The last generated token is never fed back, hence the - 1.
             capacity = min(prompt_len + max_new_tokens - 1, max_len)
-            cache = model.new_cache(batch_size, capacity, device=idx.device)
+            cache = (_static_cache(model, batch_size, capacity, idx.device) if compile
+                     else model.new_cache(batch_size, capacity, device=idx.device))
+        step = _compiled_step(compile, idx.device) if compile else None
         next_input = tokens
         for _ in range(max_new_tokens):
             real = {} if attention_mask is None else {"attention_mask": attention_mask}
-            if cache is not None and cache.length + next_input.shape[1] <= cache.max_len:
+            if step is not None and next_input.shape[1] == 1:                # a compiled decode step
+                logits = step(model, next_input, cache)                     # (B, 1, V)
+            elif cache is not None and cache.length + next_input.shape[1] <= cache.max_len:
                 logits = forward(next_input, cache=cache, **real)           # (B, T_new, V)
             else:
                 cache = None

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import causal_mask
-from .cache import KVCache
+from .cache import KVCache, StaticKVCache
 from .layers import ACTIVATIONS, DecoderLayer, EncoderLayer, LayerNorm, get_activation
 from .positions import (LearnedPositionalEmbedding, RelativePositionBias,
                         SinusoidalPositionalEncoding, alibi_bias)
@@ -567,6 +567,8 @@ class DecoderOnlyLM(_CountParameters, nn.Module):
         if cache is not None and cache.n_layers != len(self.layers):
             raise ValueError(f"the cache has {cache.n_layers} layers but the model has "
                              f"{len(self.layers)}; create it with model.new_cache(batch_size).")
+        if isinstance(cache, StaticKVCache):
+            return self._forward_static(idx, targets, cache, attention_mask, need_weights)
         start = 0 if cache is None else cache.length
         n_new = idx.shape[-1]
         n_keys = start + n_new
@@ -587,11 +589,38 @@ class DecoderOnlyLM(_CountParameters, nn.Module):
             x = layer(x, self_mask=mask, self_bias=bias, rope_positions=rope_positions,
                       cache=None if cache is None else cache.layers[i], need_weights=need_weights,
                       causal=causal)
+        return self._logits_and_loss(x, targets)
+
+    def _logits_and_loss(self, x: torch.Tensor, targets: torch.Tensor | None):
+        """Final norm and head: hidden states ``(B, T, d)`` -> ``(logits (B, T, V), loss or None)``."""
         if self.final_norm is not None:
             x = self.final_norm(x)
         logits = self.lm_head(x)                                               # (B, T, V)
         loss = None if targets is None else _language_model_loss(logits, targets)
         return logits, loss
+
+    def _forward_static(self, idx: torch.Tensor, targets: torch.Tensor | None, cache: StaticKVCache,
+                        attention_mask: torch.Tensor | None, need_weights: bool):
+        """The forward pass with a :class:`StaticKVCache`: positions and the key mask come from the
+        cache's position tensor, attention spans all ``max_len`` slots, and no Python value changes
+        from one decode step to the next (so a compiled step is reused)."""
+        if self.config.position in ("alibi", "t5"):
+            raise ValueError(f"a StaticKVCache needs absolute positions; position={self.config.position!r} "
+                             "biases attention by distance, so decode with model.new_cache() instead")
+        if attention_mask is not None:
+            raise ValueError("a StaticKVCache decodes prompts of one length; pad-free prompts only")
+        batch_size, n_new = idx.shape
+        new_positions = cache.position + torch.arange(n_new, device=idx.device)          # (T,)
+        slots = torch.arange(cache.max_len, device=idx.device)
+        mask = slots[None, :] <= new_positions[:, None]                                    # (T, max_len)
+        positions = new_positions.expand(batch_size, n_new)                                # (B, T)
+        x = self.embeddings(idx, positions=positions)                                      # (B, T, d)
+        rope_positions = new_positions if self.config.position == "rope" else None
+        for i, layer in enumerate(self.layers):
+            x = layer(x, self_mask=mask, self_bias=None, rope_positions=rope_positions,
+                      cache=cache.layers[i], need_weights=need_weights, causal=False)
+        cache.advance(n_new)
+        return self._logits_and_loss(x, targets)
 
 
 class Transformer(_CountParameters, nn.Module):
