@@ -176,8 +176,9 @@ def test_bench_pieces_on_small_sizes(tmp_path):
     assert [r["seq_len"] for r in rows] == [16, 32]
     assert all(r["naive_ms"] > 0 and r["fused_ms"] > 0 and r["max_abs_diff"] < 1e-4 for r in rows)
     gen = bench.bench_generation(6, prompt_len=4, repeats=1, device="cpu", vocab_size=50, d_model=16,
-                                 n_heads=2, n_layers=1, progress=False)
-    assert gen["identical"] and gen["speedup"] > 0
+                                 n_heads=2, n_layers=1, progress=False, compiled="aot_eager")
+    assert gen["identical"] and gen["speedup"] > 0 and gen["compiled_identical"]
+    assert gen["compiled_tokens_per_s"] > 0 and gen["bandwidth_limit_tokens_per_s"] is None     # CPU: unknown
     shape = dict(n_layers=1, n_heads=2, d_model=16, block_size=8, batch_size=2)
     step = bench.bench_train_step(shape, steps=4, warmup_steps=1, device="cpu", vocab_size=50,
                                   progress=False)

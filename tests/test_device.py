@@ -97,3 +97,16 @@ def test_seed_everything_is_reproducible():
     assert torch.equal(first, torch.rand(4))
     with pytest.raises(ValueError, match="non-negative"):
         dev.seed_everything(-1)
+
+
+@pytest.mark.parametrize("name, gbps", [("NVIDIA H100 80GB HBM3", 3350), ("NVIDIA H100 PCIe", 2000),
+                                        ("NVIDIA A100-SXM4-80GB", 2039), ("NVIDIA A100-SXM4-40GB", 1555),
+                                        ("Tesla T4", 320), ("NVIDIA L4", 300), ("NVIDIA H200", 4800),
+                                        ("NVIDIA A10G", None), ("Some Future GPU", None)])
+def test_peak_memory_bandwidth_lookup(name, gbps):
+    got = dev.lookup_peak_memory_bandwidth(name)
+    assert got == (None if gbps is None else gbps * 1e9)
+
+
+def test_peak_memory_bandwidth_is_unknown_for_the_cpu():
+    assert dev.peak_memory_bandwidth("cpu") is None

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from tqdm.auto import tqdm
 
-from transformer_core.device import pick_device, seed_everything
+from transformer_core.device import peak_memory_bandwidth, pick_device, seed_everything
 
 __all__ = [
     "naive_causal_attention",
@@ -119,8 +119,10 @@ def bench_attention(seq_lens=FULL["seq_lens"], *, batch_size: int = 4, n_heads: 
 
 def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: int = 3,
                      device: str | torch.device | None = None, seed: int = 0, vocab_size: int = 50304,
-                     d_model: int = 384, n_heads: int = 6, n_layers: int = 6, progress: bool = True) -> dict:
-    """Time greedy generation with and without the KV cache for a GPT (float32).
+                     d_model: int = 384, n_heads: int = 6, n_layers: int = 6, progress: bool = True,
+                     compiled: bool | str = False) -> dict:
+    """Time greedy generation with and without the KV cache for a GPT (float32), and optionally
+    compiled decoding (``generate(compile=compiled)``, timed after one call that compiles).
 
     The defaults are the capstone's model: 6 layers, 6 heads, width 384, GPT-2's padded vocabulary
     of 50304 tokens; smaller sizes are for quick checks.
@@ -128,7 +130,11 @@ def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: in
     Returns:
         ``new_tokens``, ``prompt_len``, ``n_params``, ``cached_s`` and ``uncached_s`` (median of
         ``repeats`` runs), tokens/s of each, ``speedup`` (uncached / cached) and ``identical``
-        (both produced exactly the same tokens).
+        (both produced exactly the same tokens). With ``compiled``: ``compiled_s``,
+        ``compiled_tokens_per_s``, ``compiled_identical`` (same tokens as eager). Always:
+        ``bytes_per_token`` (the weights plus the average filled cache, which a decode step must
+        read) and, on a GPU of :data:`~transformer_core.device.PEAK_MEMORY_BANDWIDTH_GBPS`,
+        ``bandwidth_limit_tokens_per_s``, the speed at which reading them would take all the time.
     """
     from transformer_core.generation import generate
     from transformer_core.models import DecoderOnlyLM, TransformerConfig
@@ -141,26 +147,39 @@ def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: in
     model = DecoderOnlyLM(config).to(device).eval()
     prompt = torch.randint(config.vocab_size, (1, prompt_len), device=device)
     outputs, seconds = {}, {}
+    variants = {"cached": dict(use_cache=True), "uncached": dict(use_cache=False)}
+    if compiled:
+        variants["compiled"] = dict(use_cache=True, compile=compiled)
     with torch.no_grad():
-        for use_cache in (True, False):
-            generate(model, prompt, min(8, new_tokens), use_cache=use_cache)     # warm-up
+        for name, options in variants.items():
+            warm_up = new_tokens if name == "compiled" else min(8, new_tokens)   # compiles the step once
+            generate(model, prompt, warm_up, **options)
             runs = []
-            label = "generation, cached" if use_cache else "generation, uncached"
-            for _ in tqdm(range(repeats), desc=label, disable=not progress, leave=False):
+            for _ in tqdm(range(repeats), desc=f"generation, {name}", disable=not progress, leave=False):
                 _sync(device)
                 start = time.perf_counter()
-                outputs[use_cache] = generate(model, prompt, new_tokens, use_cache=use_cache)
+                outputs[name] = generate(model, prompt, new_tokens, **options)
                 _sync(device)
                 runs.append(time.perf_counter() - start)
-            seconds[use_cache] = statistics.median(runs)
+            seconds[name] = statistics.median(runs)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    mean_filled = prompt_len + new_tokens / 2
+    cache_bytes = 2 * n_layers * config.n_kv_heads * config.head_dim * mean_filled * 4
+    bytes_per_token = weight_bytes + cache_bytes
+    bandwidth = peak_memory_bandwidth(device)
     return {"new_tokens": new_tokens, "prompt_len": prompt_len, "vocab_size": vocab_size,
             "d_model": d_model, "n_heads": n_heads, "n_layers": n_layers,
             "n_params": sum(p.numel() for p in model.parameters()),
-            "cached_s": seconds[True], "uncached_s": seconds[False],
-            "cached_tokens_per_s": new_tokens / seconds[True],
-            "uncached_tokens_per_s": new_tokens / seconds[False],
-            "speedup": seconds[False] / seconds[True],
-            "identical": bool(torch.equal(outputs[True], outputs[False]))}
+            "cached_s": seconds["cached"], "uncached_s": seconds["uncached"],
+            "cached_tokens_per_s": new_tokens / seconds["cached"],
+            "uncached_tokens_per_s": new_tokens / seconds["uncached"],
+            "speedup": seconds["uncached"] / seconds["cached"],
+            "identical": bool(torch.equal(outputs["cached"], outputs["uncached"])),
+            **({"compiled_s": seconds["compiled"], "compiled_tokens_per_s": new_tokens / seconds["compiled"],
+                "compiled_identical": bool(torch.equal(outputs["compiled"], outputs["cached"]))}
+               if compiled else {}),
+            "bytes_per_token": bytes_per_token,
+            "bandwidth_limit_tokens_per_s": bandwidth / bytes_per_token if bandwidth else None}
 
 
 def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup_steps: int = 3,
@@ -298,7 +317,7 @@ def run_benchmarks(*, quick: bool = False, device: str | torch.device | None = N
     attention = bench_attention(settings["seq_lens"], batch_size=settings["batch_size"], device=device,
                                 min_run_time=settings["min_run_time"], progress=progress)
     generation = bench_generation(settings["new_tokens"], repeats=settings["repeats"], device=device,
-                                  progress=progress)
+                                  progress=progress, compiled=device.type == "cuda")
     train_step = bench_train_step(steps=settings["train_steps"], device=device, progress=progress)
     return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "quick": quick,
@@ -326,8 +345,19 @@ def format_markdown(results: dict) -> str:
               f"prompt {gen['prompt_len']}, {gen['new_tokens']} new tokens", "",
               "| KV cache | time (s) | tokens/s |", "|---|---:|---:|",
               f"| on | {gen['cached_s']:.3f} | {gen['cached_tokens_per_s']:.1f} |",
-              f"| off | {gen['uncached_s']:.3f} | {gen['uncached_tokens_per_s']:.1f} |", "",
-              f"Speed-up from the cache: {gen['speedup']:.2f}x; identical tokens: {gen['identical']}.", ""]
+              f"| off | {gen['uncached_s']:.3f} | {gen['uncached_tokens_per_s']:.1f} |"]
+    if "compiled_s" in gen:
+        lines.append(f"| on, compiled step | {gen['compiled_s']:.3f} | {gen['compiled_tokens_per_s']:.1f} |")
+    lines += ["", f"Speed-up from the cache: {gen['speedup']:.2f}x; identical tokens: {gen['identical']}."]
+    if "compiled_s" in gen:
+        lines.append(f"Compiled decoding: {gen['compiled_tokens_per_s'] / gen['uncached_tokens_per_s']:.1f}x the "
+                     f"uncached speed; identical tokens: {gen['compiled_identical']}.")
+    limit = gen.get("bandwidth_limit_tokens_per_s")
+    if limit:
+        best = gen.get("compiled_tokens_per_s", gen["cached_tokens_per_s"])
+        lines.append(f"Memory-bandwidth limit: {limit:,.0f} tokens/s ({gen['bytes_per_token'] / 1e6:.0f} MB read "
+                     f"per token); the fastest decoding above reaches {100 * best / limit:.1f}% of it.")
+    lines.append("")
     if "train_step" in results:
         lines += _train_step_markdown(results["train_step"])
     return "\n".join(lines)

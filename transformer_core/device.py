@@ -29,8 +29,11 @@ __all__ = [
     "describe_device",
     "peak_flops",
     "lookup_peak_flops",
+    "peak_memory_bandwidth",
+    "lookup_peak_memory_bandwidth",
     "seed_everything",
     "PEAK_TFLOPS",
+    "PEAK_MEMORY_BANDWIDTH_GBPS",
 ]
 
 _COLAB_HINT = ("No GPU found, so the code runs on the CPU (fine for every exercise; the capstone "
@@ -276,6 +279,51 @@ def peak_flops(device: str | torch.device | None = None,
         dtype = autocast_dtype(device) or torch.float32
     name = torch.cuda.get_device_name(device)
     return lookup_peak_flops(name, dtype, tf32=bool(torch.backends.cuda.matmul.allow_tf32))
+
+
+# Peak memory bandwidth (GB/s) of GPUs' own memory, from NVIDIA's datasheets: H100 SXM5 3,350 and PCIe
+# 2,000 (H100 datasheet, 2023); H200 4,800 (H200 datasheet, 2024); A100 80GB SXM4 2,039 and PCIe 1,935,
+# A100 40GB 1,555 (A100 datasheet, 2021); L4 300 (2023); T4 320 (2019); V100 SXM2 900 (2020); A10 600 (2021).
+# Patterns are tried in order; the first match wins.
+PEAK_MEMORY_BANDWIDTH_GBPS: list[tuple[str, str, float]] = [
+    (r"h100.*pcie", "H100 PCIe", 2000.0),
+    (r"h100", "H100 SXM5", 3350.0),
+    (r"h200", "H200", 4800.0),
+    (r"a100.*80gb.*pcie|a100.*pcie.*80gb", "A100 80GB PCIe", 1935.0),
+    (r"a100.*80gb", "A100 80GB SXM4", 2039.0),
+    (r"a100", "A100 40GB", 1555.0),
+    (r"\bl4\b", "L4", 300.0),
+    (r"\bt4\b", "T4", 320.0),
+    (r"v100", "V100", 900.0),
+    (r"\ba10\b", "A10", 600.0),
+]
+
+
+def peak_memory_bandwidth(device: str | torch.device | None = None) -> float | None:
+    """Peak memory bandwidth of a CUDA device in bytes/s, looked up by name; ``None`` when unknown
+    (CPUs, MPS, GPUs not in :data:`PEAK_MEMORY_BANDWIDTH_GBPS`).
+
+    A decode step at batch 1 must read every weight (and the filled KV cache) once, so
+    ``bandwidth / bytes per token`` bounds its tokens per second from above.
+    """
+    device = pick_device(device)
+    if device.type != "cuda":
+        return None
+    return lookup_peak_memory_bandwidth(torch.cuda.get_device_name(device))
+
+
+def lookup_peak_memory_bandwidth(gpu_name: str) -> float | None:
+    """Peak memory bandwidth in bytes/s of the GPU called ``gpu_name`` (e.g. ``"Tesla T4"``), or None.
+
+    Example:
+        >>> lookup_peak_memory_bandwidth("NVIDIA H100 80GB HBM3")
+        3350000000000.0
+    """
+    name = gpu_name.lower()
+    for pattern, _, gbps in PEAK_MEMORY_BANDWIDTH_GBPS:
+        if re.search(pattern, name):
+            return gbps * 1e9
+    return None
 
 
 def seed_everything(seed: int) -> None:
