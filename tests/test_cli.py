@@ -170,15 +170,22 @@ def test_generate_rejects_unknown_prompt_characters(trained, capsys):
     assert info.value.code == 2 and "not in the vocabulary" in capsys.readouterr().err
 
 
+def _empty_results():
+    return {"device": "cpu", "device_type": "cpu", "torch": torch.__version__, "threads": 1, "quick": True,
+            "date": "today", "load_average": 0.5, "attention": []}
+
+
 def test_bench_pieces_on_small_sizes(tmp_path):
     rows = bench.bench_attention((16, 32), batch_size=1, n_heads=2, head_dim=8, device="cpu",
                                  min_run_time=0.01, progress=False)
     assert [r["seq_len"] for r in rows] == [16, 32]
     assert all(r["naive_ms"] > 0 and r["fused_ms"] > 0 and r["max_abs_diff"] < 1e-4 for r in rows)
     gen = bench.bench_generation(6, prompt_len=4, repeats=1, device="cpu", vocab_size=50, d_model=16,
-                                 n_heads=2, n_layers=1, progress=False, compiled="aot_eager")
+                                 n_heads=2, n_layers=1, progress=False, compiled="aot_eager", batch_sizes=(1, 3))
     assert gen["identical"] and gen["speedup"] > 0 and gen["compiled_identical"]
     assert gen["compiled_tokens_per_s"] > 0 and gen["bandwidth_limit_tokens_per_s"] is None     # CPU: unknown
+    assert [row["batch_size"] for row in gen["batched"]] == [1, 3] and all(r["tokens_per_s"] > 0 for r in gen["batched"])
+    assert "| 3 |" in bench.format_markdown({**_empty_results(), "generation": gen})
     shape = dict(n_layers=1, n_heads=2, d_model=16, block_size=8, batch_size=2)
     step = bench.bench_train_step(shape, steps=4, warmup_steps=1, device="cpu", vocab_size=50,
                                   progress=False)

@@ -120,7 +120,7 @@ def bench_attention(seq_lens=FULL["seq_lens"], *, batch_size: int = 4, n_heads: 
 def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: int = 3,
                      device: str | torch.device | None = None, seed: int = 0, vocab_size: int = 50304,
                      d_model: int = 384, n_heads: int = 6, n_layers: int = 6, progress: bool = True,
-                     compiled: bool | str = False) -> dict:
+                     compiled: bool | str = False, batch_sizes: tuple[int, ...] = ()) -> dict:
     """Time greedy generation with and without the KV cache for a GPT (float32), and optionally
     compiled decoding (``generate(compile=compiled)``, timed after one call that compiles).
 
@@ -135,6 +135,8 @@ def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: in
         ``bytes_per_token`` (the weights plus the average filled cache, which a decode step must
         read) and, on a GPU of :data:`~transformer_core.device.PEAK_MEMORY_BANDWIDTH_GBPS`,
         ``bandwidth_limit_tokens_per_s``, the speed at which reading them would take all the time.
+        With ``batch_sizes``: ``batched``, a list of ``{"batch_size", "tokens_per_s"}`` for the same
+        prompt decoded as that many sequences at once (compiled decoding when ``compiled``, else cached).
     """
     from transformer_core.generation import generate
     from transformer_core.models import DecoderOnlyLM, TransformerConfig
@@ -162,6 +164,17 @@ def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: in
                 _sync(device)
                 runs.append(time.perf_counter() - start)
             seconds[name] = statistics.median(runs)
+        batched = []
+        for batch_size in batch_sizes:        # the weights are read once per step for all the sequences
+            options = variants["compiled" if compiled else "cached"]
+            prompts = prompt.repeat(batch_size, 1)
+            generate(model, prompts, new_tokens if compiled else min(8, new_tokens), **options)    # warm-up
+            _sync(device)
+            start = time.perf_counter()
+            generate(model, prompts, new_tokens, **options)
+            _sync(device)
+            batched.append({"batch_size": batch_size,
+                            "tokens_per_s": batch_size * new_tokens / (time.perf_counter() - start)})
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     mean_filled = prompt_len + new_tokens / 2
     cache_bytes = 2 * n_layers * config.n_kv_heads * config.head_dim * mean_filled * 4
@@ -178,7 +191,7 @@ def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: in
             **({"compiled_s": seconds["compiled"], "compiled_tokens_per_s": new_tokens / seconds["compiled"],
                 "compiled_identical": bool(torch.equal(outputs["compiled"], outputs["cached"]))}
                if compiled else {}),
-            "bytes_per_token": bytes_per_token,
+            "bytes_per_token": bytes_per_token, **({"batched": batched} if batch_sizes else {}),
             "bandwidth_limit_tokens_per_s": bandwidth / bytes_per_token if bandwidth else None}
 
 
@@ -317,7 +330,8 @@ def run_benchmarks(*, quick: bool = False, device: str | torch.device | None = N
     attention = bench_attention(settings["seq_lens"], batch_size=settings["batch_size"], device=device,
                                 min_run_time=settings["min_run_time"], progress=progress)
     generation = bench_generation(settings["new_tokens"], repeats=settings["repeats"], device=device,
-                                  progress=progress, compiled=device.type == "cuda")
+                                  progress=progress, compiled=device.type == "cuda",
+                                  batch_sizes=(1, 8, 64) if device.type == "cuda" else ())
     train_step = bench_train_step(steps=settings["train_steps"], device=device, progress=progress)
     return {"device": device_name(device), "device_type": device.type, "torch": torch.__version__,
             "threads": torch.get_num_threads(), "quick": quick,
@@ -357,6 +371,9 @@ def format_markdown(results: dict) -> str:
         best = gen.get("compiled_tokens_per_s", gen["cached_tokens_per_s"])
         lines.append(f"Memory-bandwidth limit: {limit:,.0f} tokens/s ({gen['bytes_per_token'] / 1e6:.0f} MB read "
                      f"per token); the fastest decoding above reaches {100 * best / limit:.1f}% of it.")
+    if gen.get("batched"):
+        lines += ["", "| batch | tokens/s (all sequences) |", "|---:|---:|"]
+        lines += [f"| {row['batch_size']} | {row['tokens_per_s']:,.0f} |" for row in gen["batched"]]
     lines.append("")
     if "train_step" in results:
         lines += _train_step_markdown(results["train_step"])
