@@ -170,6 +170,12 @@ class Referee:
         return True, ""
 
 
+# Seconds the referee may take to send its verdict after the learner's code used up the test's time
+# (e.g. an infinite loop that was interrupted): without it, a loaded machine turned a timed-out test
+# into a lost referee and the next test into an internal error.
+VERDICT_GRACE_S = 5.0
+
+
 class RefereeError(Exception):
     """The referee itself failed (not the learner's code); the submission should be graded again."""
 
@@ -258,8 +264,8 @@ class RefereeProcess:
         stopped: KernelStopped | None = None
         while True:
             remaining = deadline - time.monotonic()
-            try:
-                message = await self._receive(max(remaining, 0.001))
+            try:   # the referee is trusted: once the learner's time is spent, it still gets time to answer
+                message = await self._receive(max(remaining, VERDICT_GRACE_S))
             except asyncio.TimeoutError:
                 await self.close()
                 return "timeout", f"the test ran longer than {timeout:g} s and was stopped"
