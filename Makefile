@@ -37,9 +37,10 @@ test: setup
 bench: setup
 	$(PY) -m transformer_core bench
 
-# On a GPU machine: the benchmarks, the capstone preset and notebook times, into benchmarks/results/.
+# On a GPU machine: the benchmarks, the capstone preset and notebook times, into benchmarks/results/
+# (NANOGPT=path/to/nanoGPT adds the side-by-side comparisons).
 gpu-results: setup
-	DATA="$(DATA)" PY=$(PY) bash benchmarks/gpu_results.sh
+	DATA="$(DATA)" NANOGPT="$(NANOGPT)" PY=$(PY) bash benchmarks/gpu_results.sh
 
 clean:
 	rm -rf _build .pytest_cache

@@ -2,7 +2,9 @@
 # Every number the course reports for a GPU, in one command, recorded under benchmarks/results/:
 #   1. the benchmark tables (attention, KV cache, a GPT-2-small training step with its MFU);
 #   2. the capstone's GPU preset on Tiny Shakespeare (validation loss, tokens/s, MFU, wall time);
-#   3. every chapter and solution notebook executed on this device.
+#   3. every chapter and solution notebook executed on this device;
+#   4. with NANOGPT=path/to/a/nanoGPT/checkout, nanoGPT side by side: its training step (bench.py) and
+#      its Shakespeare-char run against ours, each pair back to back (benchmarks/vs_nanogpt.py).
 #
 #   DATA=path/to/tinyshakespeare.txt bash benchmarks/gpu_results.sh     # or `make gpu-results DATA=...`
 #
@@ -16,6 +18,7 @@ PRESET=${PRESET:-shakespeare-gpu}
 DATA=${DATA:-}
 BENCH_ARGS=${BENCH_ARGS:-}
 NOTEBOOKS=${NOTEBOOKS:-1}
+NANOGPT=${NANOGPT:-}
 RESULTS=${RESULTS:-benchmarks/results}
 
 $PY -m transformer_core bench $BENCH_ARGS --out "$RESULTS"
@@ -28,5 +31,11 @@ cp "$run_dir/summary.json" "$RESULTS/train-$PRESET-$slug.json"
 
 if [ "$NOTEBOOKS" = 1 ]; then
     $PY benchmarks/notebook_times.py --out "$RESULTS"
+fi
+if [ -n "$NANOGPT" ]; then
+    $PY benchmarks/vs_nanogpt.py --nanogpt "$NANOGPT" --recipe step --out "$RESULTS"
+    if [ -n "$DATA" ]; then      # nanoGPT's recipe reads a file: the comparison needs DATA
+        $PY benchmarks/vs_nanogpt.py --nanogpt "$NANOGPT" --recipe gpu --data "$DATA" --out "$RESULTS"
+    fi
 fi
 echo "recorded under $RESULTS/ (device: $slug)"

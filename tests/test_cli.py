@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -229,3 +230,29 @@ def test_bench_train_step_falls_back_to_eager_when_compile_fails(monkeypatch):
     assert not step["compiled"] and step["compile_error"] == "RuntimeError: no C compiler found"
     assert step["tokens_per_s"] > 0 and step["last_loss"] < step["first_loss"]
     assert "torch.compile failed (RuntimeError: no C compiler found)" in "\n".join(bench._train_step_markdown(step))
+
+
+def test_bench_train_step_without_clipping_and_biases_reports_both_mfu_formulas():
+    shape = dict(n_layers=1, n_heads=2, d_model=16, block_size=8, batch_size=2, bias=False)
+    step = bench.bench_train_step(shape, steps=2, warmup_steps=1, device="cpu", vocab_size=50, grad_clip=0.0,
+                                  progress=False)
+    # No biases: the attention and feed-forward matrices, three LayerNorm gains, the tied table, the positions.
+    assert step["n_params"] == 4 * 16 * 16 + 2 * 16 * 64 + 3 * 16 + 50 * 16 + 8 * 16
+    assert step["grad_clip"] == 0.0 and step["nanogpt_mfu"] is None and step["last_loss"] < step["first_loss"]
+    table = "\n".join(bench._train_step_markdown(step))
+    assert "(forward, backward, fused AdamW)" in table and "(no biases)" in table and "nanoGPT's formula" in table
+
+
+def test_vs_nanogpt_step_recipe_reads_nanogpt_bench_and_rescales_its_mfu(tmp_path, monkeypatch):
+    """The step recipe runs a nanoGPT checkout's bench.py; here a stand-in prints nanoGPT's closing line."""
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    import vs_nanogpt
+    (tmp_path / "bench.py").write_text("print('time per iteration: 36.4000ms, MFU: 123.40%')\n")
+    monkeypatch.setattr("transformer_core.device.peak_flops", lambda device, dtype: 989e12)
+    shape = dict(n_layers=1, n_heads=2, d_model=16, block_size=8, batch_size=2, bias=False)
+    rows = "\n".join(vs_nanogpt._step_rows(tmp_path, torch.device("cpu"), shape=shape, compile=False))
+    assert "| 36.4 | 38.9% |" in rows                       # 123.4% of 312 TFLOP/s is 38.9% of 989
+    assert "no clipping | " in rows and "clipping to 1.0 | " in rows and "peak 989 TFLOP/s" in rows
+    (tmp_path / "bench.py").write_text("print('nothing useful')\n")
+    with pytest.raises(SystemExit, match="printed no 'time per iteration"):
+        vs_nanogpt._step_rows(tmp_path, torch.device("cpu"), shape=shape, compile=False)

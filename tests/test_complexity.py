@@ -10,7 +10,8 @@ from transformer_core.attention import MultiHeadAttention
 from transformer_core.cache import KVCache
 from transformer_core.complexity import (attention_flops, attention_memory_bytes, attention_parameters,
                                          cnn_layer_flops, encoder_decoder_attention_flops, ffn_parameters,
-                                         flops_per_token, kv_cache_bytes, mfu, parameter_counts,
+                                         flops_per_token, kv_cache_bytes, mfu, nanogpt_flops_per_token,
+                                         parameter_counts,
                                          rnn_layer_flops, self_attention_layer_flops, training_flops,
                                          transformer_base_config)
 from transformer_core.layers import FeedForward, LayerNorm
@@ -212,3 +213,15 @@ def test_mfu_arithmetic_and_errors():
 def test_counters_reject_non_positive_sizes(call):
     with pytest.raises(ValueError, match="must be an integer"):
         call()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_nanogpt_count_adds_norm_and_bias_parameters_to_the_matmul_count(bias):
+    """nanoGPT's 6N' + 12LdT counts every parameter but the position table; ours only matmul weights."""
+    config = TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=2, max_len=8, bias=bias)
+    model = DecoderOnlyLM(config)
+    not_multiplying = sum(p.numel() for name, p in model.named_parameters()
+                          if name.endswith("bias") or "norm" in name)
+    assert not_multiplying > 0
+    assert (nanogpt_flops_per_token(model, 8) - flops_per_token(config, 8, training=True)
+            == 6 * not_multiplying)

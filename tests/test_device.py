@@ -110,3 +110,13 @@ def test_peak_memory_bandwidth_lookup(name, gbps):
 
 def test_peak_memory_bandwidth_is_unknown_for_the_cpu():
     assert dev.peak_memory_bandwidth("cpu") is None
+
+
+def test_cpu_bfloat16_probe_follows_torch_and_sets_the_cpu_preset(monkeypatch):
+    from transformer_core import train
+    expected = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    assert dev.cpu_has_native_bfloat16() == expected
+    assert train.PRESETS["shakespeare-cpu"].dtype == ("bfloat16" if expected else "float32")
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
+    assert dev.cpu_has_native_bfloat16() is False            # a build without the probes: float32

@@ -60,10 +60,13 @@ QUICK = {"seq_lens": (128, 256, 512), "batch_size": 1, "new_tokens": 64, "min_ru
 
 # The model of the training-step benchmark: GPT-2 small's shape on a GPU, a small GPT on a CPU
 # (a GPT-2-small step takes tens of seconds there). Vocabulary 50304 = 50257 rounded up to a
-# multiple of 64, as nanoGPT does, so the output matmul tiles evenly.
+# multiple of 64, as nanoGPT does, so the output matmul tiles evenly. No biases, as in the course's
+# presets and nanoGPT's bench.py, so the two benchmarks time the same model.
 TRAIN_STEP_SHAPES = {
-    "gpt2-small": {"n_layers": 12, "n_heads": 12, "d_model": 768, "block_size": 1024, "batch_size": 16},
-    "cpu-small": {"n_layers": 4, "n_heads": 4, "d_model": 256, "block_size": 256, "batch_size": 4},
+    "gpt2-small": {"n_layers": 12, "n_heads": 12, "d_model": 768, "block_size": 1024, "batch_size": 16,
+                   "bias": False},
+    "cpu-small": {"n_layers": 4, "n_heads": 4, "d_model": 256, "block_size": 256, "batch_size": 4,
+                  "bias": False},
 }
 
 
@@ -198,7 +201,7 @@ def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: in
 def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup_steps: int = 3,
                      device: str | torch.device | None = None, dtype: str = "auto",
                      compile: bool | None = None, vocab_size: int = 50304, seed: int = 0,
-                     progress: bool = True) -> dict:
+                     grad_clip: float = 1.0, progress: bool = True) -> dict:
     """Time full training steps of a GPT on random tokens and report throughput and MFU.
 
     One step is what :func:`transformer_core.train.train` does per iteration: forward and loss
@@ -208,7 +211,8 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
 
     Args:
         shape: a key of :data:`TRAIN_STEP_SHAPES` or a dict with ``n_layers``, ``n_heads``,
-            ``d_model``, ``block_size``, ``batch_size``; ``None`` picks ``"gpt2-small"`` on CUDA and
+            ``d_model``, ``block_size``, ``batch_size`` and optionally ``bias`` (default True);
+            ``None`` picks ``"gpt2-small"`` on CUDA and
             ``"cpu-small"`` elsewhere.
         steps: timed steps (after ``warmup_steps`` untimed ones, which also absorb compilation).
         device: defaults to ``pick_device()``.
@@ -216,6 +220,8 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
             ``"bfloat16"`` or ``"float16"`` (CUDA only, with a ``GradScaler``).
         compile: wrap the model in ``torch.compile``; ``None`` means on CUDA only.
         vocab_size: vocabulary (default GPT-2's, padded to 50304).
+        grad_clip: clipping threshold of the step; ``0`` leaves clipping out, as nanoGPT's
+            ``bench.py`` does, so the two loops do the same work.
 
     Returns:
         ``shape`` (the dict used), ``n_params``, ``dtype``, ``compiled`` and ``compile_error``
@@ -223,7 +229,9 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
         model with a warning instead of losing the run), ``ms_per_step`` (median),
         ``tokens_per_s``, ``flops_per_token`` (``6 N + 12 L d T``,
         :func:`~transformer_core.complexity.flops_per_token`), ``achieved_tflops``,
-        ``peak_tflops`` and ``mfu`` (``None`` where the peak is unknown), ``peak_memory_gb``
+        ``peak_tflops`` and ``mfu`` (``None`` where the peak is unknown), ``nanogpt_mfu`` (the same
+        throughput counted with nanoGPT's formula,
+        :func:`~transformer_core.complexity.nanogpt_flops_per_token`), ``grad_clip``, ``peak_memory_gb``
         (CUDA only, else ``None``), ``first_loss`` and ``last_loss`` (the loss must fall on a
         repeated batch: a sanity check that the step really trains).
     """
@@ -243,7 +251,9 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
     if steps < 1 or warmup_steps < 0:
         raise ValueError(f"bench_train_step: need steps >= 1 and warmup_steps >= 0, got {steps}, {warmup_steps}")
     compiled = device.type == "cuda" if compile is None else bool(compile)
-    config = TrainConfig(**shape, dropout=0.0, dtype=dtype, compile=compiled, max_iters=steps)
+    sizes = {key: value for key, value in shape.items() if key != "bias"}
+    config = TrainConfig(**sizes, dropout=0.0, dtype=dtype, compile=compiled, max_iters=steps,
+                         model_options={"bias": shape.get("bias", True)})
     seed_everything(seed)
     model = build_model(config, vocab_size).to(device).train()
     amp_dtype = resolve_amp_dtype(config, device)
@@ -258,7 +268,7 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             _, loss = forward(x, y)
         scaler.scale(loss).backward()
-        apply_gradients(model, optimizer, scaler, grad_clip=1.0)
+        apply_gradients(model, optimizer, scaler, grad_clip=grad_clip)
         return loss.detach()
 
     first_loss, compile_error = None, None
@@ -287,6 +297,7 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
     seconds = statistics.median(times)
     tokens_per_s = config.batch_size * config.block_size / seconds
     fpt = float(complexity.flops_per_token(model.config, config.block_size, training=True))
+    nanogpt_fpt = float(complexity.nanogpt_flops_per_token(model, config.block_size))
     peak = peak_flops(device, amp_dtype or torch.float32)
     return {"shape": dict(shape), "n_params": sum(p.numel() for p in model.parameters()),
             "dtype": str(amp_dtype or torch.float32).removeprefix("torch."), "compiled": compiled,
@@ -295,6 +306,8 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
             "achieved_tflops": tokens_per_s * fpt / 1e12,
             "peak_tflops": peak / 1e12 if peak else None,
             "mfu": complexity.mfu(tokens_per_s, fpt, peak) if peak else None,
+            "nanogpt_mfu": complexity.mfu(tokens_per_s, nanogpt_fpt, peak) if peak else None,
+            "grad_clip": grad_clip,
             "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
             "first_loss": first_loss, "last_loss": loss.item()}
 
@@ -385,16 +398,21 @@ def _train_step_markdown(step: dict) -> list[str]:
 
     def optional(value, fmt):
         return "n/a" if value is None else format(value, fmt)
-    lines = ["## Training step (forward, backward, clip, fused AdamW)", "",
+    clip = "clip, " if step.get("grad_clip", 1.0) > 0 else ""
+    lines = [f"## Training step (forward, backward, {clip}fused AdamW)", "",
              f"{shape['n_layers']} layers x {shape['d_model']}, {shape['n_heads']} heads, context "
-             f"{shape['block_size']}, batch {shape['batch_size']}, {step['n_params'] / 1e6:.1f}M parameters, "
+             f"{shape['block_size']}, batch {shape['batch_size']}, {step['n_params'] / 1e6:.1f}M parameters"
+             f"{'' if shape.get('bias', True) else ' (no biases)'}, "
              f"{step['dtype']}{', torch.compile' if step['compiled'] else ''}; FLOPs per token "
              f"6N + 12LdT = {step['flops_per_token'] / 1e6:.1f}M", "",
-             "| ms/step | tokens/s | achieved TFLOP/s | peak TFLOP/s | MFU | peak memory (GB) |",
-             "|---:|---:|---:|---:|---:|---:|",
+             "| ms/step | tokens/s | achieved TFLOP/s | peak TFLOP/s | MFU | MFU, nanoGPT's formula "
+             "| peak memory (GB) |",
+             "|---:|---:|---:|---:|---:|---:|---:|",
              f"| {step['ms_per_step']:.1f} | {step['tokens_per_s']:,.0f} | {step['achieved_tflops']:.2f} "
              f"| {optional(step['peak_tflops'], '.0f')} | {optional(step['mfu'], '.1%')} "
-             f"| {optional(step['peak_memory_gb'], '.1f')} |", "",
+             f"| {optional(step.get('nanogpt_mfu'), '.1%')} | {optional(step['peak_memory_gb'], '.1f')} |", "",
+             "nanoGPT's formula (`estimate_mfu`) counts every parameter but the position table, norms and "
+             "biases included, against the same peak.", "",
              f"Loss on the repeated batch: {step['first_loss']:.3f} -> {step['last_loss']:.3f}."]
     if step.get("compile_error"):
         lines.append(f"torch.compile failed ({step['compile_error']}); these are eager timings.")

@@ -308,6 +308,24 @@ def flops_per_token(config, context_len: int | None = None, *, training: bool = 
     return 3 * forward if training else forward
 
 
+def nanogpt_flops_per_token(model, context_len: int) -> int:
+    """Training FLOPs per token as nanoGPT's ``estimate_mfu`` counts them, for side-by-side MFU figures.
+
+    nanoGPT computes ``6 N' + 12 L H Q T`` with ``N'`` = every parameter except the learned position
+    table (``get_num_params()``): unlike :func:`flops_per_token` it also counts LayerNorm gains and
+    biases, which multiply nothing. The two counts differ by ``6 x`` (norm and bias parameters),
+    under 0.1% for GPT-2 small; an MFU printed with this count compares directly with nanoGPT's.
+
+    Args:
+        model: a :class:`~transformer_core.models.DecoderOnlyLM`.
+        context_len: the training context ``T``.
+    """
+    position = model.embeddings.position
+    n_position = 0 if position is None else sum(p.numel() for p in position.parameters())
+    config = model.config
+    return 6 * (model.num_parameters() - n_position) + 12 * config.n_layers * config.d_model * context_len
+
+
 def training_flops(n_parameters: int, n_tokens: int) -> int:
     """Total training compute ``C = 6 N D`` for ``N`` parameters and ``D`` training tokens.
 

@@ -26,6 +26,7 @@ import torch
 __all__ = [
     "pick_device",
     "autocast_dtype",
+    "cpu_has_native_bfloat16",
     "describe_device",
     "peak_flops",
     "lookup_peak_flops",
@@ -121,6 +122,18 @@ def autocast_dtype(device: str | torch.device) -> torch.dtype | None:
         return None
     major, _ = torch.cuda.get_device_capability(device)
     return torch.bfloat16 if major >= 8 else torch.float16
+
+
+def cpu_has_native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware (AVX512-BF16 or AMX tiles).
+
+    :func:`autocast_dtype` stays ``None`` on every CPU, because a CPU without these instructions
+    emulates bfloat16 and runs slower than in float32; where they exist, autocasting a training step
+    to bfloat16 can pay (the ``shakespeare-cpu`` preset does; see ``benchmarks/results/training.md``).
+    Reads PyTorch's own CPU probes, and answers False where a build has none.
+    """
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
 
 
 def _human_bytes(n: float) -> str:
