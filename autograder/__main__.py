@@ -1,8 +1,9 @@
-"""``python -m autograder generate|normalize|grade|validate``: see ``python -m autograder --help``.
+"""``python -m autograder generate|normalize|grade|merge|validate``: see ``python -m autograder --help``.
 
 Exit status: 0 success; 1 when something could not be done (a notebook out of normal form with
 ``--check``, a submission that could not be graded, nbgrader rejecting a source notebook, a
-notebook that fails validation); 2 for usage errors (a bad path, an unknown assignment).
+notebook that fails validation); 2 for usage errors (a bad path, an unknown assignment); 130 when
+stopped with Ctrl-C (what was finished is saved).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from autograder.notebooks import REPO_ROOT, NotebookError, normalize_file, noteb
 from autograder.sandbox import Limits
 
 USAGE_ERROR = 2
+INTERRUPTED = 130
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,8 +59,26 @@ def _parser() -> argparse.ArgumentParser:
                        help="submissions graded at once (default: the number of cores)")
     grade.add_argument("--regrade", action="append", default=[], metavar="STUDENT",
                        help="grade this learner again even if a result exists (repeatable)")
+    grade.add_argument("--shard", metavar="I/N",
+                       help="grade only shard I of N (learners split by a hash of their name), to share a "
+                            "batch between N machines; combine their --out folders with `merge`")
     _limit_options(grade)
     grade.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    nbgrader = commands.add_parser(
+        "nbgrader", help="run nbgrader's own command line with the course's configuration",
+        description="Run `nbgrader ARGS` with this Python's scripts (alembic) on PATH and the course's "
+                    "nbgrader_config.py, whether or not the virtual environment is activated; e.g. "
+                    "`python -m autograder nbgrader db student list`.")
+    nbgrader.add_argument("nbgrader_args", nargs=argparse.REMAINDER, metavar="ARGS")
+
+    merge = commands.add_parser(
+        "merge", help="combine the output folders of shards graded on several machines",
+        description="Copy the results and feedback of every SHARD_OUT folder (graded with --shard I/N) into "
+                    "DIR and write DIR/grades.csv with every learner. Refuses shards that did not split "
+                    "one batch.")
+    merge.add_argument("shards", nargs="+", type=Path, metavar="SHARD_OUT")
+    merge.add_argument("--out", required=True, type=Path, metavar="DIR", help="the combined output folder")
 
     validate = commands.add_parser(
         "validate", help="check a notebook before submitting it",
@@ -129,16 +149,38 @@ def _normalize(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from autograder.grading import grade, summary_table
+    from autograder.grading import grade, parse_shard, summary_table
 
+    shard = None if args.shard is None else parse_shard(args.shard)
     _warn_isolation()
     results = grade(args.submissions, args.assignment, args.out, jobs=args.jobs, root=args.root,
-                    limits=_limits(args), regrade=args.regrade, progress=not args.no_progress)
+                    limits=_limits(args), regrade=args.regrade, shard=shard, progress=not args.no_progress)
     failed = [r for r in results if not r.graded]
     print(summary_table(results))
     print(f"graded {len(results) - len(failed)} of {len(results)} submissions; "
           f"grades in {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
     return 1 if failed else 0
+
+
+def _nbgrader(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from autograder.course import nbgrader_environment
+
+    arguments = list(args.nbgrader_args)
+    if not any(a.startswith("--NbGrader.config_file") for a in arguments) and arguments[:1] != ["--help"]:
+        arguments.append(f"--NbGrader.config_file={args.root / 'autograder' / 'nbgrader_config.py'}")
+    with nbgrader_environment():
+        return subprocess.run([sys.executable, "-m", "nbgrader", *arguments]).returncode
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from autograder.grading import merge_results, summary_table
+
+    results = merge_results(args.shards, args.out)
+    print(summary_table(results))
+    print(f"merged {len(args.shards)} folders: {len(results)} results in {args.out / 'grades.csv'}")
+    return 0 if all(r.graded for r in results) else 1
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -154,12 +196,20 @@ def _validate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     from autograder.course import NbgraderRunError, UsageError
+    from autograder.grading import GradingInterrupted
 
     args = _parser().parse_args(argv)
     args.root = args.root.resolve()
-    handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade, "validate": _validate}
+    handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade, "merge": _merge,
+                "nbgrader": _nbgrader, "validate": _validate}
     try:
         return handlers[args.command](args)
+    except GradingInterrupted as error:
+        print(f"\n{error}", file=sys.stderr)
+        return INTERRUPTED
+    except KeyboardInterrupt:
+        print("\ninterrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED
     except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import difflib
 import hashlib
 import io
 import json
@@ -38,7 +39,7 @@ import stat
 import tempfile
 import time
 import zipfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -517,6 +518,7 @@ async def _run_notebook(kernel, referee, cells, imports: list[str], limits: Limi
     outcomes: list = []
     deadline = time.monotonic() + limits.notebook_timeout
     stopped: str | None = None
+    first_failure: str | None = None     # the first non-test cell that raised: the likely root cause
     for cell in cells:
         if cell.cell_type != "code" or not cell.source.strip():
             outcomes.append(None)
@@ -543,8 +545,21 @@ async def _run_notebook(kernel, referee, cells, imports: list[str], limits: Limi
         except KernelStopped as error:
             outcome = CellOutcome("stopped", str(error))
             stopped = f"not run: {error} (in an earlier cell)"
+        if cell.kind == TEST:
+            outcome = _name_the_root_cause(outcome, first_failure)
+        elif outcome.status == "error" and first_failure is None:
+            first_failure = outcome.reason
         outcomes.append(outcome)
     return outcomes
+
+
+def _name_the_root_cause(outcome, first_failure: str | None):
+    """A test that fails because a name is missing, after an earlier cell raised (an import that
+    failed, a class that did not compile), says the earlier error first: that is what to fix."""
+    if outcome.ok or first_failure is None or not outcome.reason.startswith("NameError"):
+        return outcome
+    return replace(outcome, reason=f"an earlier cell failed: {_one_line(first_failure, 200)}; "
+                                   f"so this test fails with {outcome.reason}")
 
 
 async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_dir: Path, workdir: Path,
@@ -677,6 +692,41 @@ def _empty_notebook():
 # --- 4. The batch ---------------------------------------------------------------------------------
 
 
+class GradingInterrupted(Exception):
+    """The run was stopped (Ctrl-C); every finished result is saved and ``grades.csv`` lists them."""
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/N"`` (1 <= i <= N) -> ``(i, N)``; raises :class:`UsageError` with the form to use."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise UsageError(f"--shard {text!r}: write it as I/N with 1 <= I <= N, e.g. --shard 2/3 for the "
+                         "second of three machines")
+    return int(match[1]), int(match[2])
+
+
+def shard_of(learner: str, n_shards: int) -> int:
+    """The shard (1..N) that grades ``learner``: a hash of the name, the same on every machine, so
+    each learner's submissions, and their duplicates, land in exactly one shard."""
+    digest = hashlib.sha256(learner.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % n_shards + 1
+
+
+def _check_regrade(names, found: list[Submission]) -> None:
+    """Refuse ``--regrade`` names that match no submission, suggesting the names that come close."""
+    known = {key for s in found for key in (s.student, s.learner, clean_text(s.learner))}
+    unknown = [name for name in names if name not in known]
+    if not unknown:
+        return
+    lines = []
+    for name in unknown:
+        close = [k for k in sorted(known) if k.casefold() == name.casefold()]
+        close = close or difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+        lines.append(f"--regrade {name!r} matches no submission"
+                     + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""))
+    raise UsageError("; ".join(lines) + ". Names are matched exactly, as in the student column of grades.csv.")
+
+
 def default_jobs() -> int:
     """The number of CPU cores this process may use."""
     try:
@@ -687,7 +737,8 @@ def default_jobs() -> int:
 
 def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs: int | None = None,
           root: Path = REPO_ROOT, timeout: float = EXECUTE_TIMEOUT_S, limits: Limits | None = None,
-          regrade: list[str] | tuple[str, ...] = (), progress: bool = True) -> list[GradeResult]:
+          regrade: list[str] | tuple[str, ...] = (), shard: tuple[int, int] | None = None,
+          progress: bool = True) -> list[GradeResult]:
     """Grade every submission found under ``submissions``; write results, feedback and ``grades.csv``.
 
     Args:
@@ -699,7 +750,11 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
         root: the course repository (its ``solutions/`` holds the assignments).
         timeout: seconds a single cell may run (used when ``limits`` is None).
         limits: all resource limits; default ``Limits(cell_timeout=timeout)``.
-        regrade: learners whose finished results are graded again; others are resumed.
+        regrade: learners whose finished results are graded again; others are resumed. A name that
+            matches no submission is a :class:`UsageError`.
+        shard: ``(i, N)``: grade only the learners of shard ``i`` of ``N`` (:func:`shard_of`), so that
+            N machines share a batch; their ``--out`` folders are combined by :func:`merge_results`
+            (or they write into one shared folder).
         progress: show a progress bar.
 
     Returns:
@@ -707,9 +762,13 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
         assignment and student.
 
     Raises:
-        UsageError: for a bad path or zip, an unknown assignment, ``jobs < 1`` or bad limits.
+        UsageError: for a bad path or zip, an unknown assignment, ``jobs < 1``, bad limits, a bad
+            shard or a ``regrade`` name that matches no submission.
+        GradingInterrupted: on Ctrl-C, after saving every finished result and ``grades.csv``.
     """
     jobs = default_jobs() if jobs is None else jobs
+    if shard is not None and not 1 <= shard[0] <= shard[1]:
+        raise UsageError(f"shard {shard[0]}/{shard[1]}: need 1 <= i <= N")
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     limits = limits or Limits(cell_timeout=float(timeout))
@@ -726,6 +785,9 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
         if submissions.is_file() and zipfile.is_zipfile(submissions) and submissions.suffix != ".ipynb":
             submissions, _ = extract_zip(submissions, tmp / "zip")
         found = collect_submissions(submissions, assignment, root=root)
+        _check_regrade(regrade, found)
+        if shard is not None:
+            found = [s for s in found if shard_of(s.learner, shard[1]) == shard[0]]
         out_dir.mkdir(parents=True, exist_ok=True)
         catalogue = _Catalogue(root)
         catalogue_ids = {a: catalogue.grade_ids(a) for a in catalogue.notebooks}
@@ -764,8 +826,15 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                 continue
             pending.append((submission, plan, path))
         if pending:
-            results += asyncio.run(_grade_pending(pending, out_dir, tmp, limits, jobs, catalogue_ids,
-                                                  progress))
+            try:
+                results += asyncio.run(_grade_pending(pending, out_dir, tmp, limits, jobs, catalogue_ids,
+                                                      progress))
+            except KeyboardInterrupt:
+                saved = load_results(out_dir)
+                write_grades_csv(out_dir / "grades.csv", saved)
+                raise GradingInterrupted(
+                    f"interrupted: {len(saved)} finished result{'s' if len(saved) != 1 else ''} saved and "
+                    f"listed in {out_dir / 'grades.csv'}; run the same command again to grade the rest") from None
     write_grades_csv(out_dir / "grades.csv", load_results(out_dir))
     return sorted(results, key=lambda r: (r.assignment, r.student))
 
@@ -808,6 +877,44 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
         bar.close()
         for referee in referees:
             await referee.close()
+    return results
+
+
+def merge_results(shard_dirs: list[Path | str], out_dir: Path | str) -> list[GradeResult]:
+    """Combine the ``--out`` folders of shards graded on several machines into ``out_dir``.
+
+    Copies each shard's ``results/`` and ``feedback/`` files into ``out_dir`` (the folder may be one of
+    the shards, or hold an earlier merge) and rebuilds ``grades.csv`` from all results. A learner is
+    graded by one shard only, so the same result file with different contents in two shards means
+    the shards did not split one batch (e.g. different N): that is refused before anything is copied.
+
+    Returns:
+        Every result in ``out_dir`` after the merge.
+
+    Raises:
+        UsageError: a shard folder without ``results/``, ``out_dir`` a file, or conflicting results.
+    """
+    out_dir = Path(out_dir).resolve()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out must be a folder, but {out_dir} is a file")
+    sources: dict[str, tuple[Path, bytes]] = {}
+    for shard in map(Path, shard_dirs):
+        if not (shard / "results").is_dir():
+            raise UsageError(f"{shard} has no results/ folder: give the --out folders the shards graded into")
+        for path in sorted(p for p in shard.rglob("*") if p.is_file() and p.parts[len(shard.parts)] in
+                           ("results", "feedback") and not p.name.endswith(".tmp")):
+            name = path.relative_to(shard).as_posix()
+            data = path.read_bytes()
+            if name in sources and sources[name][1] != data:
+                raise UsageError(f"{name} differs between {sources[name][0]} and {shard}: these shards did not "
+                                 "split one batch (use the same --shard I/N count on every machine)")
+            sources[name] = (shard, data)
+    for name, (shard, data) in sources.items():
+        target = out_dir / name
+        if shard.resolve() != out_dir:
+            write_atomically(target, data)
+    results = load_results(out_dir)
+    write_grades_csv(out_dir / "grades.csv", results)
     return results
 
 
