@@ -1,4 +1,4 @@
-"""``python -m autograder generate|normalize|grade|merge|validate``: see ``python -m autograder --help``.
+"""``python -m autograder generate|normalize|grade|merge|export|validate``: see ``python -m autograder --help``.
 
 Exit status: 0 success; 1 when something could not be done (a notebook out of normal form with
 ``--check``, a submission that could not be graded, nbgrader rejecting a source notebook, a
@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
-from autograder.notebooks import REPO_ROOT, NotebookError, normalize_file, notebook_paths
+from autograder.notebooks import (REPO_ROOT, ConfigError, NotebookError, course_repositories, normalize_file,
+                                  notebook_paths, repoint_all, repoint_text_file)
 from autograder.sandbox import Limits
 
 USAGE_ERROR = 2
@@ -42,8 +43,17 @@ def _parser() -> argparse.ArgumentParser:
     normalize.add_argument("--check", action="store_true",
                            help="change nothing; list the files not in normal form and exit 1 if any")
     normalize.add_argument("--repoint", action="store_true",
-                           help="also point every setup cell and Colab badge at the repository and branch "
-                                "in _config.yml (after forking); run `generate` afterwards")
+                           help="also point every setup cell, Colab badge, GitHub link and install line in "
+                                "book/, solutions/, exercises/ and the READMEs at the repository and ref "
+                                "(repository.release, else repository.branch) in _config.yml (after forking); "
+                                "run `generate` afterwards")
+
+    release = commands.add_parser(
+        "release", help="pin the course to a git tag for a term",
+        description="Set repository.release in _config.yml to TAG, point every setup cell, Colab badge and "
+                    "link at @TAG and /blob/TAG/, regenerate exercises/ and check that nothing points "
+                    "elsewhere. Commits, tags and pushes nothing: it prints the git commands to run.")
+    release.add_argument("tag", metavar="TAG", help="the new tag, e.g. v2026.1")
 
     grade = commands.add_parser(
         "grade", help="autograde submissions",
@@ -64,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
                             "batch between N machines; combine their --out folders with `merge`")
     _limit_options(grade)
     grade.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    grade.add_argument("--manual-scores", type=Path, metavar="FILE",
+                       help="the instructor's hand-grading CSV (student, assignment, grade_id, points, comment), "
+                            "merged into grades.csv and the feedback on every run; never written")
+    _export_parser(commands)
 
     nbgrader = commands.add_parser(
         "nbgrader", help="run nbgrader's own command line with the course's configuration",
@@ -79,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
                     "one batch.")
     merge.add_argument("shards", nargs="+", type=Path, metavar="SHARD_OUT")
     merge.add_argument("--out", required=True, type=Path, metavar="DIR", help="the combined output folder")
+    merge.add_argument("--manual-scores", type=Path, metavar="FILE",
+                       help="the instructor's hand-grading CSV, merged into the combined grades.csv and feedback")
 
     validate = commands.add_parser(
         "validate", help="check a notebook before submitting it",
@@ -89,6 +105,32 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--assignment", metavar="NAME", help="default: told from the notebook")
     _limit_options(validate)
     return parser
+
+
+def _export_parser(commands) -> None:
+    """The ``export`` subcommand (see :mod:`autograder.export`)."""
+    export = commands.add_parser(
+        "export", help="write the grades as a file Canvas or Moodle imports",
+        description="Read the results in DIR, merge the manual scores, match the learners to a roster, apply a "
+                    "late policy and write a CSV file for the LMS. Every roster learner gets a row; learners "
+                    "not on the roster are listed in a separate file. See autograder/README.md.")
+    export.add_argument("--out", required=True, type=Path, metavar="DIR", help="the folder `grade` wrote")
+    export.add_argument("--format", choices=("canvas", "moodle", "plain"), default="plain")
+    export.add_argument("--roster", type=Path, metavar="FILE",
+                        help="Canvas gradebook export, Moodle grades/participants export or student,lms_id CSV")
+    export.add_argument("--manual-scores", type=Path, metavar="FILE", help="the instructor's hand-grading CSV")
+    export.add_argument("--late-policy", default="none", metavar="POLICY",
+                        help="none, zero or per-day:P[,grace:H] (P %% of the maximum per started day late)")
+    export.add_argument("--due", metavar="DATETIME",
+                        help="the deadline, ISO (UTC unless a zone is given); default: the LMS's late marks")
+    export.add_argument("--missing", choices=("blank", "zero"), default="blank",
+                        help="the grade of a roster learner with no submission (default blank)")
+    export.add_argument("--assignment", action="append", metavar="NAME", help="export only these (repeatable)")
+    export.add_argument("--column", action="append", default=[], metavar="ASSIGNMENT=HEADER",
+                        help="the LMS column of an assignment, e.g. 02-self-attention='Self-attention (4711)'")
+    export.add_argument("--moodle-id", choices=("email", "idnumber"), default="email",
+                        help="the identifier column of the Moodle file (default email)")
+    export.add_argument("--output", type=Path, metavar="FILE", help="default DIR/export-<format>.csv")
 
 
 def _limit_options(parser: argparse.ArgumentParser) -> None:
@@ -124,28 +166,65 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _normalize(args: argparse.Namespace) -> int:
-    paths = args.paths or notebook_paths(args.root)
-    missing = [p for p in paths if not p.is_file()]
-    if missing:
-        print(f"error: no such notebook: {', '.join(map(str, missing))}", file=sys.stderr)
-        return USAGE_ERROR
-    changed, broken = [], []
-    for path in paths:
-        try:
-            if not normalize_file(path, check=args.check, repoint=args.repoint, root=args.root):
-                changed.append(path)
-        except NotebookError as error:
-            broken.append(str(error))
+    if args.repoint and not args.paths:
+        changed, broken = repoint_all(args.root, check=args.check)
+        total = None
+    else:
+        changed, broken, total = _normalize_paths(args)
+        if changed is None:
+            return USAGE_ERROR
     for message in broken:
         print(f"error: {message}", file=sys.stderr)
     if args.check:
         for path in changed:
-            print(f"not in normal form: {path}")
+            print(f"not in normal form: {path}" if path.suffix == ".ipynb" else f"links not repointed: {path}")
         if changed:
-            print("run `python -m autograder normalize` (or `make normalize`) to fix them")
+            print(f"run `python -m autograder normalize{' --repoint' if args.repoint else ''}` to fix them")
         return 1 if changed or broken else 0
-    print(f"normalised {len(changed)} of {len(paths)} notebooks")
+    print(f"normalised {len(changed)} of {total} notebooks" if total is not None
+          else f"repointed {len(changed)} files")
     return 1 if broken else 0
+
+
+def _normalize_paths(args: argparse.Namespace) -> tuple[list[Path] | None, list[str], int]:
+    """Normalise (and with ``--repoint`` repoint) the notebooks and Markdown files named, or all
+    notebooks; ``changed`` is None after a usage error has been printed."""
+    paths = args.paths or notebook_paths(args.root)
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        print(f"error: no such notebook: {', '.join(map(str, missing))}", file=sys.stderr)
+        return None, [], 0
+    if not args.repoint and any(p.suffix != ".ipynb" for p in paths):
+        print("error: only notebooks are normalised; Markdown files are rewritten with --repoint", file=sys.stderr)
+        return None, [], 0
+    sources = course_repositories(args.root) if args.repoint else None
+    changed, broken = [], []
+    for path in paths:
+        try:
+            if path.suffix == ".ipynb":
+                same = normalize_file(path, check=args.check, repoint=args.repoint, root=args.root, sources=sources)
+            else:
+                same = repoint_text_file(path, check=args.check, root=args.root, sources=sources)
+            if not same:
+                changed.append(path)
+        except (NotebookError, UnicodeDecodeError) as error:
+            broken.append(str(error))
+    return changed, broken, len(paths)
+
+
+def _release(args: argparse.Namespace) -> int:
+    from autograder.course import ReleaseError, release
+
+    try:
+        commands = release(args.tag, root=args.root)
+    except ReleaseError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"prepared release {args.tag}: _config.yml pins it, every notebook and link says @{args.tag}, "
+          "exercises/ regenerated.\nReview `git diff`, run `make test`, then publish it with:\n")
+    print("\n".join(f"    {command}" for command in commands))
+    print("\nThe tag must point at the commit whose files say @" + args.tag + ": commit first, then tag.")
+    return 0
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -160,6 +239,33 @@ def _grade(args: argparse.Namespace) -> int:
     print(f"graded {len(results) - len(failed)} of {len(results)} submissions; "
           f"grades in {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
     return 1 if failed else 0
+
+
+def _grade_and_merge_manual_scores(args: argparse.Namespace) -> int:
+    """``grade``, then the manual scores merged into grades.csv and the feedback (autograder.manual);
+    a malformed manual-scores file is refused before grading starts."""
+    from autograder.manual import merge_manual_scores, read_manual_scores
+
+    if args.manual_scores is not None:
+        read_manual_scores(args.manual_scores)
+    status = _grade(args)
+    if args.manual_scores is not None:
+        print(merge_manual_scores(args.out, args.manual_scores).summary(args.manual_scores))
+    return status
+
+
+def _export(args: argparse.Namespace) -> int:
+    from autograder.course import UsageError
+    from autograder.export import export
+
+    names = dict(c.split("=", 1) for c in args.column if "=" in c)
+    if len(names) != len(args.column):
+        raise UsageError("--column takes ASSIGNMENT=HEADER, e.g. --column '02-self-attention=Self-attention (4711)'")
+    report = export(args.out, fmt=args.format, roster_path=args.roster, manual_path=args.manual_scores,
+                    late_policy=args.late_policy, due=args.due, missing=args.missing, output=args.output,
+                    assignments=args.assignment, column_names=names, moodle_id=args.moodle_id)
+    print("\n".join(report.lines()))
+    return 1 if report.unmatched else 0
 
 
 def _nbgrader(args: argparse.Namespace) -> int:
@@ -177,16 +283,33 @@ def _nbgrader(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from autograder.grading import merge_results, summary_table
 
+    from autograder.manual import merge_manual_scores, read_manual_scores
+
+    if args.manual_scores is not None:
+        read_manual_scores(args.manual_scores)          # a malformed file is refused before anything is copied
     results = merge_results(args.shards, args.out)
     print(summary_table(results))
     print(f"merged {len(args.shards)} folders: {len(results)} results in {args.out / 'grades.csv'}")
+    if args.manual_scores is not None:
+        print(merge_manual_scores(args.out, args.manual_scores).summary(args.manual_scores))
     return 0 if all(r.graded for r in results) else 1
+
+
+def _validate_isolation_note() -> None:
+    """A learner's check gets one line, not the grader's warnings, when the kernel cannot be isolated
+    (e.g. on Colab, or not as root): the visible tests and their verdicts are the same either way."""
+    from autograder.sandbox import can_isolate, isolation_off_reason
+
+    if not can_isolate():
+        why = isolation_off_reason() or "Linux namespaces are not available"
+        print(f"note: your notebook runs without the grader's full isolation here ({why}); "
+              "the tests and their verdicts are the same", file=sys.stderr)
 
 
 def _validate(args: argparse.Namespace) -> int:
     from autograder.grading import validate
 
-    _warn_isolation()
+    _validate_isolation_note()
     ok, lines = validate(args.notebook, args.assignment, root=args.root, limits=_limits(args))
     print("\n".join(lines))
     print("all visible tests pass" if ok else "not ready: see above")
@@ -201,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.root = args.root.resolve()
     handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade, "merge": _merge,
-                "nbgrader": _nbgrader, "validate": _validate}
+                "nbgrader": _nbgrader, "validate": _validate, "release": _release}
+    handlers.update(grade=_grade_and_merge_manual_scores, export=_export)
     try:
         return handlers[args.command](args)
     except GradingInterrupted as error:
@@ -210,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted (Ctrl-C)", file=sys.stderr)
         return INTERRUPTED
-    except UsageError as error:
+    except (UsageError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
     except NbgraderRunError as error:

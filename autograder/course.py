@@ -5,6 +5,10 @@ it runs nbgrader's ``generate_assignment`` machinery (clear solutions, remove hi
 cells, compute checksums) in a throwaway course directory and writes the result, in normal form,
 to ``exercises/<NN-slug>/``. Grading does not use nbgrader's gradebook: it reads the source
 notebooks directly (see :mod:`autograder.plan` and :mod:`autograder.grading`).
+
+``python -m autograder release TAG`` (:func:`release`) pins a term's notebooks to a git tag: it sets
+``repository.release`` in ``_config.yml``, points every link at the tag, regenerates the exercises
+and prints the git commands that commit, tag and push (it runs none of them).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import functools
 import logging
 import os
 import re
+import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import warnings
@@ -22,7 +28,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from autograder.nbgrader_config import COURSE_ID, EXECUTE_TIMEOUT_S, course_config
-from autograder.notebooks import REPO_ROOT, dumps_normalized, read_notebook
+from autograder.notebooks import (LINKED_DOCUMENTS, NOTEBOOK_FOLDERS, REPO_ROOT, ConfigError, dumps_normalized,
+                                  read_notebook, ref_problem, repoint_all, repository_link_problems,
+                                  repository_settings)
 
 IGNORED_NAMES = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store")
 NBGRADER_LOGGER = "autograder.nbgrader"
@@ -34,6 +42,10 @@ class UsageError(Exception):
 
 class NbgraderRunError(RuntimeError):
     """nbgrader could not process an assignment or a submission; the message says why."""
+
+
+class ReleaseError(RuntimeError):
+    """A release could not be completed (a notebook unreadable, a link left pointing elsewhere)."""
 
 
 def list_assignments(root: Path = REPO_ROOT) -> list[str]:
@@ -247,3 +259,128 @@ def generate(assignments: Iterable[str] | None = None, *, root: Path = REPO_ROOT
             target.write_bytes(data)
             written.append(target)
     return sorted(written)
+
+
+# --- Releases -------------------------------------------------------------------------------------
+
+_RELEASE_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_COMMIT_ID = re.compile(r"[0-9a-f]{7,40}")
+
+
+def _tag_exists(tag: str, root: Path) -> bool:
+    """Whether ``root`` is a git repository that already has tag ``tag`` (False without git)."""
+    try:
+        result = subprocess.run(["git", "-C", str(root), "rev-parse", "-q", "--verify", f"refs/tags/{tag}"],
+                                capture_output=True, text=True, check=False)
+    except OSError:
+        return False
+    return result.returncode == 0
+
+
+def check_release_tag(tag: str, branch: str, root: Path = REPO_ROOT) -> None:
+    """Refuse a tag name that a course release cannot use.
+
+    Raises:
+        UsageError: if ``tag`` is not a valid git tag, holds characters other than letters, digits,
+            ``. _ + -`` (a ``/`` would make ``/blob/TAG/`` links ambiguous), looks like a commit id,
+            is the branch's name, or already exists in ``root``'s git repository.
+    """
+    example = "use a name such as v2026.1 (or v2026.1.1 for a fix during the term)"
+    problem = ref_problem(tag)
+    if problem is None and not _RELEASE_TAG.fullmatch(tag):
+        problem = "it may only hold letters, digits, '.', '_', '+' and '-', starting with a letter or digit"
+    if problem is None and _COMMIT_ID.fullmatch(tag):
+        problem = "it looks like a commit id, which would make links ambiguous"
+    if problem is None and tag == branch:
+        problem = f"it is the name of the branch (repository.branch: {branch})"
+    if problem:
+        raise UsageError(f"cannot release as {tag!r}: {problem}; {example}")
+    if _tag_exists(tag, root):
+        raise UsageError(f"tag {tag} already exists in {root}; a published tag must not move, so pick a new "
+                         f"name (e.g. {tag}.1)")
+
+
+_TOP_LEVEL_KEY = re.compile(r"^[^\s#]")
+_RELEASE_KEY = re.compile(r"^(?P<indent>[ \t]+)#?[ \t]*release:")
+_BRANCH_KEY = re.compile(r"^(?P<indent>[ \t]+)branch:")
+
+
+def set_release(root: Path, tag: str) -> None:
+    """Set ``repository.release: "TAG"`` in ``root``'s ``_config.yml``, keeping its comments.
+
+    Replaces a ``release:`` line of the ``repository`` block (commented out or not), else adds one
+    after ``branch:``.
+
+    Raises:
+        ConfigError: if the file has no ``repository:`` block with a ``branch:`` line, or the edited
+            file does not read back with the new release.
+    """
+    path = Path(root) / "_config.yml"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    try:
+        start = next(i for i, line in enumerate(lines) if re.match(r"^repository:\s*(#.*)?$", line))
+    except StopIteration:
+        raise ConfigError(f"{path} has no top-level repository: block; add one with url and branch") from None
+    end = next((i for i in range(start + 1, len(lines)) if _TOP_LEVEL_KEY.match(lines[i])), len(lines))
+    block = range(start + 1, end)
+    existing = next((i for i in block if _RELEASE_KEY.match(lines[i])), None)
+    branch = next((i for i in block if _BRANCH_KEY.match(lines[i])), None)
+    if existing is not None:
+        lines[existing] = f'{_RELEASE_KEY.match(lines[existing])["indent"]}release: "{tag}"\n'
+    elif branch is not None:
+        lines.insert(branch + 1, f'{_BRANCH_KEY.match(lines[branch])["indent"]}release: "{tag}"\n')
+    else:
+        raise ConfigError(f"{path}: the repository: block has no branch: line; add one (e.g. branch: main)")
+    path.write_text("".join(lines), encoding="utf-8")
+    if repository_settings(root).release != tag:
+        raise ConfigError(f"{path}: could not set repository.release; set it by hand to \"{tag}\"")
+
+
+def release_commands(tag: str, branch: str, root: Path = REPO_ROOT) -> list[str]:
+    """The git commands that publish a release prepared by :func:`release`, in order.
+
+    The commit comes first so that the tag points at files that already say ``@TAG``; the tag is
+    pushed before the branch so that the links of the book deployed from the branch resolve.
+    """
+    paths = [name for name in ("_config.yml", *NOTEBOOK_FOLDERS, *LINKED_DOCUMENTS) if (Path(root) / name).exists()]
+    return [
+        f"git add -A -- {' '.join(shlex.quote(p) for p in paths)}",
+        f'git commit -m "Release {tag}: pin setup cells, Colab badges and links to {tag}"',
+        f'git tag -a {tag} -m "Course release {tag}"',
+        f"git push origin {tag}",
+        f"git push origin {shlex.quote(branch)}",
+    ]
+
+
+def release(tag: str, root: Path = REPO_ROOT) -> list[str]:
+    """Prepare course release ``tag`` in the working tree of ``root``; commit, tag and push nothing.
+
+    Sets ``repository.release`` in ``_config.yml``, points every setup cell, Colab badge, GitHub
+    link and install line of :func:`autograder.notebooks.linked_paths` at ``@TAG`` / ``/blob/TAG/``,
+    regenerates every assignment's ``exercises/`` and checks that no link to the repository opens
+    anything else.
+
+    Returns:
+        The git commands to run next (:func:`release_commands`).
+
+    Raises:
+        ConfigError: if ``_config.yml`` lacks ``repository.url`` or ``repository.branch``.
+        UsageError: for a tag name that cannot be used (see :func:`check_release_tag`).
+        ReleaseError: if a notebook cannot be read or a link still opens something else.
+        NbgraderRunError: if nbgrader rejects a source notebook.
+    """
+    root = Path(root)
+    settings = repository_settings(root)
+    check_release_tag(tag, settings.branch, root)
+    set_release(root, tag)
+    _changed, broken = repoint_all(root)
+    if broken:
+        raise ReleaseError("cannot repoint these notebooks; fix them and run the release again:\n  "
+                           + "\n  ".join(broken))
+    generate(root=root)
+    problems = repository_link_problems(root)
+    if problems:
+        raise ReleaseError("these links still open another repository or ref; edit them to the form "
+                           "python -m autograder normalize --repoint rewrites, then run the release again:\n  "
+                           + "\n  ".join(problems))
+    return release_commands(tag, settings.branch, root)

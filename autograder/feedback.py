@@ -5,7 +5,8 @@ of the graded cells with the referee's reason for each failure, what the grader 
 notebook, and every cell: the learner's own cells with their text output, test cells with their
 visible part only and no output (a test runs in the referee, and whatever the learner's code
 printed while a test called it is not kept). Any line that quotes hidden test code, whatever its
-spacing, is redacted as well.
+spacing, is redacted as well. File paths of the grader's own (its temporary folders, the repository,
+the Python environment, the sandbox's home) are replaced by the notebook's name (:func:`scrub_paths`).
 Only text outputs are shown, escaped: images, HTML and JavaScript from learner code could carry
 scripts into the instructor's browser or hidden-test text past the redaction.
 
@@ -16,19 +17,31 @@ nbgrader's own ``generate_feedback`` with :mod:`autograder.nbgrader_config`.
 from __future__ import annotations
 
 import html
+import os
 import re
+import sys
+import tempfile
 import unicodedata
+from functools import lru_cache
+from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 from nbformat.notebooknode import NotebookNode
 from traitlets import Bool, Unicode
 
+from autograder.notebooks import REPO_ROOT
 from autograder.plan import HIDDEN_NOTE, MANUAL, TASK, TEST, RunCell, strip_hidden_region
 from autograder.runner import CellOutcome
+from autograder.sandbox import LEARNER_HOME
 
-__all__ = ["HIDDEN_NOTE", "HideHiddenTests", "redact", "render_feedback", "strip_hidden_region"]
+__all__ = ["HIDDEN_NOTE", "INSTRUCTOR_BEGIN", "INSTRUCTOR_END", "HideHiddenTests", "redact", "render_feedback",
+           "scrub_paths", "strip_hidden_region", "with_instructor_section"]
 
 REDACTED = "[a line of hidden test code was removed here]"
+# The instructor's grading (manual scores) is written between these markers on every run, so that
+# a page need not be rendered again when only the manual scores change (see autograder.manual).
+INSTRUCTOR_BEGIN = "<!-- instructor-grading -->"
+INSTRUCTOR_END = "<!-- /instructor-grading -->"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -61,13 +74,64 @@ def redact(text: str, hidden: list[str]) -> str:
     return "\n".join(REDACTED if any(n in _squeezed(line) for n in needles) else line for line in lines)
 
 
-def _verdict(cell: RunCell, outcome: CellOutcome | None, hidden: list[str]) -> tuple[str, str]:
+@lru_cache(maxsize=1)
+def _grader_folders() -> tuple[str, ...]:
+    """The grader's own folders, longest first: the repository, the Python environment, the
+    temporary folder (the kernels' working folders live there) and the home folders."""
+    folders = {str(REPO_ROOT), sys.prefix, sys.exec_prefix, tempfile.gettempdir(), "/tmp", "/var/tmp",
+               LEARNER_HOME, os.path.expanduser("~")}
+    for folder in list(folders):
+        try:
+            folders.add(str(Path(folder).resolve()))
+        except (OSError, RuntimeError):
+            pass
+    return tuple(sorted((f.rstrip("/") for f in folders if len(f.rstrip("/")) > 1), key=len, reverse=True))
+
+
+def scrub_paths(text: str, notebook: str) -> str:
+    """``text`` with every file path inside one of the grader's own folders (the repository, its
+    Python environment, temporary folders such as the kernels' working folders, the sandbox's home)
+    replaced by ``<notebook>.ipynb``: the learner needs to know which notebook, not where the grader
+    keeps it.
+
+    Example:
+        >>> scrub_paths('File "/tmp/autograder-x1/runs/00001/fixture/k.py", line 3', "fixture")
+        'File "fixture.ipynb", line 3'
+    """
+    pattern = "|".join(re.escape(folder) for folder in _grader_folders())
+    if not pattern:
+        return text
+    return re.sub(rf"(?<![\w.~/-])(?:{pattern})(?=[/\\\s'\"<>:,;()\[\]]|$)[^\s'\"<>:,;()\[\]]*",
+                  f"{notebook}.ipynb", text)
+
+
+def _clean(text: str, hidden: list[str], notebook: str) -> str:
+    """Text from a run as shown to the learner: hidden test lines and the grader's paths removed."""
+    return scrub_paths(redact(text, hidden), notebook)
+
+
+def _verdict(cell: RunCell, outcome: CellOutcome | None, hidden: list[str], notebook: str) -> tuple[str, str]:
     if cell.kind in (MANUAL, TASK):
         return "fail" if outcome is not None and not outcome.ok else "pass", "graded by your instructor"
     if outcome is None or not outcome.ok:
-        reason = redact(outcome.reason, hidden) if outcome is not None else "not run"
+        reason = _clean(outcome.reason, hidden, notebook) if outcome is not None else "not run"
         return "fail", f"failed: {reason}"
     return "pass", "passed"
+
+
+def with_instructor_section(page: str, section: str) -> str:
+    """``page`` with its instructor's-grading section replaced by ``section`` (HTML; "" for none).
+
+    The section sits between :data:`INSTRUCTOR_BEGIN` and :data:`INSTRUCTOR_END` after the score
+    table; a page written before the markers existed gets them after its first table.
+    """
+    block = f"{INSTRUCTOR_BEGIN}{section}{INSTRUCTOR_END}"
+    start, end = page.find(INSTRUCTOR_BEGIN), page.find(INSTRUCTOR_END)
+    if 0 <= start < end:
+        return page[:start] + block + page[end + len(INSTRUCTOR_END):]
+    anchor = page.find("</table>")
+    at = anchor + len("</table>") if anchor >= 0 else max(page.rfind("</body>"), 0)
+    return page[:at] + block + page[at:]
 
 
 def render_feedback(*, student: str, assignment: str, notebook: str, cells: list[RunCell],
@@ -93,15 +157,15 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
              f"<b>{earned:g}</b> of {available:g} points.</p>",
              "<table><tr><th>graded cell</th><th>points</th><th>result</th></tr>"]
     for cell, outcome in graded:
-        css, text = _verdict(cell, outcome, hidden)
+        css, text = _verdict(cell, outcome, hidden, notebook)
         score = scores.get(cell.key)
         points = "?" if score is None else f"{score:g}"
         parts.append(f"<tr><td><a href='#{esc(cell.key)}'>{esc(cell.key)}</a></td>"
                      f"<td>{points} / {cell.points:g}</td><td class='{css}'>{esc(text)}</td></tr>")
-    parts.append("</table>")
+    parts.append("</table>" + INSTRUCTOR_BEGIN + INSTRUCTOR_END)
     if notes:
         parts.append("<h2>What the grader changed</h2><ul>"
-                     + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
+                     + "".join(f"<li>{esc(scrub_paths(n, notebook))}</li>" for n in notes) + "</ul>")
     parts.append("<h2>Your notebook as graded</h2>")
     for cell, outcome in zip(cells, outcomes):
         anchor = f" id='{esc(cell.key)}'" if cell.key and cell.kind != "free" else ""
@@ -112,7 +176,7 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
         if cell.origin == "released":
             head += " (blank: your notebook had no usable version of this cell)"
         if cell.kind in (TEST, MANUAL, TASK):
-            css, text = _verdict(cell, outcome, hidden)
+            css, text = _verdict(cell, outcome, hidden, notebook)
             head += f" &mdash; <span class='{css}'>{esc(text)}</span>"
         if cell.cell_type != "code":
             parts.append(f"<div class='cell'{anchor}><div class='head'>{head}</div>"
@@ -121,9 +185,9 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
         parts.append(f"<div class='cell'{anchor}><div class='head'>{head}</div><pre>{esc(cell.shown)}</pre>")
         for output in (outcome.outputs if outcome is not None else []):
             css = "out err" if output["kind"] in ("stderr", "error") else "out"
-            parts.append(f"<pre class='{css}'>{esc(redact(output['text'], hidden))}</pre>")
+            parts.append(f"<pre class='{css}'>{esc(_clean(output['text'], hidden, notebook))}</pre>")
         if outcome is not None and outcome.status in ("timeout", "stopped", "not run"):
-            parts.append(f"<pre class='out err'>{esc(redact(outcome.reason, hidden))}</pre>")
+            parts.append(f"<pre class='out err'>{esc(_clean(outcome.reason, hidden, notebook))}</pre>")
         parts.append("</div>")
     parts.append("</body></html>\n")
     return "".join(parts)

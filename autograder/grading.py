@@ -39,7 +39,8 @@ import stat
 import tempfile
 import time
 import zipfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -47,14 +48,15 @@ from tqdm.auto import tqdm
 from autograder.course import UsageError, assignment_notebooks, list_assignments
 from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
 from autograder.notebooks import MAX_NOTEBOOK_BYTES, REPO_ROOT, NotebookError, clean_text, read_notebook
-from autograder.plan import (MANUAL, TASK, TEST, AssignmentPlan, PlanError, assemble, load_plan,
+from autograder.plan import (MANUAL, PACKAGED_EXERCISES, TASK, TEST, AssignmentPlan, PlanError, assemble,
+                             load_plan, load_released_plan, released_assignments, released_folders,
                              suspicious)
 from autograder.sandbox import Limits
 
 GRADED = "graded"
 ALL = "all"
 CSV_COLUMNS = ["student", "lms_id", "assignment", "score", "max_score", "status", "needs_manual_grade",
-               "flags", "seconds"]
+               "flags", "seconds", "late", "submitted_at"]
 # Statuses that say the grader, not the submission, failed: such results get their row, and the
 # next run grades them again.
 RETRY_PREFIXES = ("internal error", "the kernel did not start")
@@ -69,7 +71,7 @@ CLEANUP_CODE = ("import sys as _autograder_sys, gc as _autograder_gc\n"
                 "_autograder_gc.collect()\ndel _autograder_sys, _autograder_gc\n")
 ZIP_MAX_BYTES = 2 * 1024 ** 3
 ZIP_MAX_FILES = 20_000
-_CANVAS_NAME = re.compile(r"^(?P<student>[^_]+)_(?:LATE_)?(?P<id>\d+)_\d+_(?P<file>.+)$")
+_CANVAS_NAME = re.compile(r"^(?P<student>[^_]+)_(?P<late>LATE_)?(?P<id>\d+)_\d+_(?P<file>.+)$")
 _MOODLE_FOLDER = re.compile(r"^(?P<student>.+?)_(?P<id>\d+)_assignsubmission_\w+?_?$")
 
 
@@ -85,6 +87,10 @@ class Submission:
         origin: the file or folder it was found in, for messages.
         problem: why it cannot be graded, or None.
         lms_id: the learner's id in the LMS export (Canvas user id, Moodle participant id), or "".
+        late: whether the LMS marked it late (Canvas' ``_LATE_`` in a file name); told from
+            ``origin`` and the notebooks' names when not given.
+        submitted_at: when it was submitted: the newest submitted file's modification time, in UTC
+            (ISO 8601), or "" when there is no file; told from the files when not given.
     """
 
     student: str
@@ -93,6 +99,14 @@ class Submission:
     origin: Path
     problem: str | None = None
     lms_id: str = ""
+    late: bool = False
+    submitted_at: str = ""
+
+    def __post_init__(self) -> None:
+        files = [Path(self.origin), *map(Path, self.notebooks.values())]
+        self.late = self.late or any(_lms_late(f.stem if f.suffix == ".ipynb" else f.name) for f in files)
+        self.submitted_at = self.submitted_at or _submitted_at(list(map(Path, self.notebooks.values()))
+                                                               or [Path(self.origin)])
 
     @property
     def learner(self) -> str:
@@ -121,6 +135,8 @@ class GradeResult:
         fingerprint: digest of the submitted files and the instructor's notebooks.
         origin: where the submission was found.
         lms_id: the learner's id in the LMS export, or "".
+        late: whether the LMS marked the submission late (see :attr:`Submission.late`).
+        submitted_at: when it was submitted, ISO 8601 in UTC, or "" (see :attr:`Submission.submitted_at`).
     """
 
     student: str
@@ -139,11 +155,31 @@ class GradeResult:
     fingerprint: str = ""
     origin: str = ""
     lms_id: str = ""
+    late: bool = False
+    submitted_at: str = ""
 
     @property
     def graded(self) -> bool:
         """Whether the submission was graded."""
         return self.status == GRADED
+
+    @property
+    def learner(self) -> str:
+        """The unique learner key, as :attr:`Submission.learner` (``name #lms_id`` or the name)."""
+        return f"{self.student} #{self.lms_id}" if self.lms_id else self.student
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GradeResult":
+        """A result from its JSON form; fields an older version did not write get their defaults,
+        fields this version does not know are ignored.
+
+        Raises:
+            TypeError: if ``data`` is not a mapping or lacks ``student``, ``assignment`` or ``status``.
+        """
+        if not isinstance(data, dict):
+            raise TypeError(f"a result must be a JSON object, not {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
 
 
 # --- 1. Finding submissions -----------------------------------------------------------------------
@@ -173,6 +209,26 @@ def _lms_student(name: str) -> tuple[str, str]:
         if match:
             return match.group("student"), match.group("id")
     return name, ""
+
+
+def _lms_late(name: str) -> bool:
+    """Whether an LMS file or folder name carries the LMS's late mark (Canvas' ``_LATE_``)."""
+    match = _CANVAS_NAME.match(name)
+    return bool(match and match.group("late"))
+
+
+def _submitted_at(files: list[Path]) -> str:
+    """The newest modification time of ``files`` (links not followed) as ISO 8601 in UTC, to the
+    second; "" when none can be read."""
+    times = []
+    for file in files:
+        try:
+            times.append(os.lstat(file).st_mtime)
+        except (OSError, ValueError):
+            continue
+    if not times:
+        return ""
+    return datetime.fromtimestamp(int(max(times)), tz=timezone.utc).isoformat()
 
 
 def _lms_file_stem(stem: str) -> str:
@@ -290,6 +346,7 @@ def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BY
                                 raise UsageError(f"{archive} extracts to more than {max_bytes // 1024 ** 2} "
                                                  "MiB; refusing it")
                             sink.write(chunk)
+                    _keep_zip_time(target, info)
                 except OSError as error:  # a name this file system refuses, a file and a folder of one name
                     skipped.append(f"{name} ({error.strerror or error})")
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as error:
@@ -298,6 +355,16 @@ def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BY
     if len(entries) == 1 and entries[0].is_dir() and not entries[0].name.endswith(".ipynb"):
         return entries[0], skipped
     return destination, skipped
+
+
+def _keep_zip_time(target: Path, info: zipfile.ZipInfo) -> None:
+    """Give an extracted file the time its zip entry records (local time, as zip stores it), so that
+    :attr:`Submission.submitted_at` is the LMS's time, not the extraction's; a bad time is left alone."""
+    try:
+        stamp = time.mktime(info.date_time + (0, 0, -1))
+        os.utime(target, (stamp, stamp))
+    except (OverflowError, ValueError, OSError):
+        pass
 
 
 def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_ROOT) -> list[Submission]:
@@ -458,7 +525,7 @@ def load_results(out_dir: Path) -> list[GradeResult]:
     results = []
     for path in sorted((Path(out_dir) / "results").glob("*/*.json")):
         try:
-            results.append(GradeResult(**json.loads(path.read_text(encoding="utf-8"))))
+            results.append(GradeResult.from_dict(json.loads(path.read_text(encoding="utf-8"))))
         except (OSError, ValueError, TypeError):
             continue
     return sorted(results, key=lambda r: (r.assignment, r.student, r.status != GRADED))
@@ -473,20 +540,51 @@ def _number(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
 
 
+def merged_order(sequences) -> list[str]:
+    """One list holding every item of ``sequences`` once, keeping each sequence's order: an item
+    first seen in a later sequence goes right after its predecessor there (or first, if it has none).
+
+    Example:
+        >>> merged_order([["a", "c"], ["a", "b", "c", "d"]])
+        ['a', 'b', 'c', 'd']
+    """
+    order: list[str] = []
+    for sequence in sequences:
+        previous = None
+        for item in sequence:
+            if item not in order:
+                order.insert(order.index(previous) + 1 if previous is not None else 0, item)
+            previous = item
+    return order
+
+
+def cell_columns(results: list[GradeResult]) -> list[str]:
+    """The ``<notebook>:<grade_id>`` columns of ``results``: assignment by assignment (sorted by
+    name), each in the order of the cells in the instructor's notebooks (the order in which
+    grading walked them and filled :attr:`GradeResult.cell_max_scores`)."""
+    by_assignment: dict[str, list[list[str]]] = {}
+    for r in results:
+        by_assignment.setdefault(r.assignment, []).append(list(r.cell_max_scores))
+    columns = [key for name in sorted(by_assignment) for key in merged_order(by_assignment[name])]
+    return list(dict.fromkeys(columns))
+
+
 def write_grades_csv(path: Path, results: list[GradeResult]) -> None:
     """Write one row per result, atomically: the :data:`CSV_COLUMNS`, then one column per graded cell.
 
-    Cell columns are named ``<notebook>:<grade_id>``; a cell left to a human grader is empty.
+    Cell columns are named ``<notebook>:<grade_id>`` and come in notebook order (:func:`cell_columns`);
+    a cell left to a human grader is empty. ``late`` is ``yes`` when the LMS marked the submission
+    late; ``submitted_at`` is its time in UTC.
     """
-    cell_columns = sorted({key for r in results for key in r.cell_max_scores})
+    columns = cell_columns(results)
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)
-    writer.writerow(CSV_COLUMNS + cell_columns)
+    writer.writerow(CSV_COLUMNS + columns)
     for r in results:
         writer.writerow([r.student, r.lms_id, r.assignment, _number(r.score), _number(r.max_score),
                          _one_line(r.status), "yes" if r.needs_manual_grade else "no",
-                         "; ".join(r.flags), f"{r.seconds:.1f}"]
-                        + [_number(r.cells.get(key)) for key in cell_columns])
+                         "; ".join(r.flags), f"{r.seconds:.1f}", "yes" if r.late else "no", r.submitted_at]
+                        + [_number(r.cells.get(key)) for key in columns])
     write_atomically(Path(path), buffer.getvalue().encode("utf-8"))
 
 
@@ -583,7 +681,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
 
     start = time.perf_counter()
     result = GradeResult(clean_text(submission.student), submission.assignment, status="",
-                         lms_id=submission.lms_id,
+                         lms_id=submission.lms_id, late=submission.late, submitted_at=submission.submitted_at,
                          fingerprint=fingerprint(submission, plan), origin=clean_text(submission.origin))
     try:
         learner = {}
@@ -813,7 +911,8 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
             path = result_path(out_dir, submission.learner, submission.assignment, duplicate)
             if submission.problem:
                 result = GradeResult(clean_text(submission.student), submission.assignment, submission.problem,
-                                     lms_id=submission.lms_id,
+                                     lms_id=submission.lms_id, late=submission.late,
+                                     submitted_at=submission.submitted_at,
                                      fingerprint=fingerprint(submission, None), origin=clean_text(submission.origin))
                 write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
                 results.append(result)
@@ -840,8 +939,9 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
 
 
 def _load_result(path: Path) -> GradeResult | None:
+    """The result stored at ``path`` (older files' missing fields get defaults), or None if unreadable."""
     try:
-        return GradeResult(**json.loads(path.read_text(encoding="utf-8")))
+        return GradeResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, TypeError):
         return None
 
@@ -950,12 +1050,110 @@ def summary_table(results: list[GradeResult]) -> str:
 # --- 5. A learner's own check ---------------------------------------------------------------------
 
 
+# What running a notebook needs beyond the base dependencies: (module, distribution, lowest major
+# version); pyproject.toml's `validate` extra installs them.
+_VALIDATE_NEEDS = (("jupyter_client", "jupyter_client", 8), ("zmq", "pyzmq", 0), ("ipykernel", "ipykernel", 6))
+
+
+def _missing_for_validate() -> list[str]:
+    """The packages of the ``validate`` extra that this Python lacks or has too old, as
+    ``"name (why)"``; empty when validate can run."""
+    import importlib.metadata
+    import importlib.util
+
+    missing = []
+    for module, distribution, major in _VALIDATE_NEEDS:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:
+            found = False
+        if not found:
+            missing.append(f"{distribution} (not installed)")
+            continue
+        try:
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue                                    # importable without metadata: take it as it is
+        if int(re.match(r"\d*", version).group() or 0) < major:
+            missing.append(f"{distribution} (version {version}; {major} or later is needed)")
+    return missing
+
+
+def _validate_install_command() -> str:
+    """The pip command that adds the ``validate`` extra to the course package as it was installed:
+    from the same git repository and ref when pip recorded one (PEP 610), else by name."""
+    import importlib.metadata
+
+    try:
+        origin = json.loads(importlib.metadata.distribution("transformer-core").read_text("direct_url.json") or "{}")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        origin = {}
+    url, vcs = origin.get("url", ""), origin.get("vcs_info", {})
+    if vcs.get("vcs") == "git" and url:
+        ref = vcs.get("requested_revision") or vcs.get("commit_id", "")
+        return f'pip install "transformer-core[validate] @ git+{url}{"@" + ref if ref else ""}"'
+    if origin.get("dir_info", {}).get("editable") and url.startswith("file://"):
+        return f'pip install -e "{url.removeprefix("file://")}[validate]"'
+    return 'pip install "transformer-core[validate]" (from where you installed the course package)'
+
+
+def _released_guess(path: Path, exercises: Path, offered: dict[str, list[str]]) -> str:
+    """The released assignment in ``offered`` that ``path`` belongs to, by its name, else by the
+    grade ids it shares with the released notebooks; "" if unknown or ambiguous."""
+    stem = _lms_file_stem(path.stem)
+    by_name = [a for a, names in offered.items() if stem in names]
+    if len(by_name) == 1:
+        return by_name[0]
+    ids = _grade_ids(path)
+    overlaps = sorted(((len(ids & set().union(*(_grade_ids(p) for p in (exercises / a).glob("*.ipynb")))), a)
+                       for a in offered), reverse=True)
+    if overlaps and overlaps[0][0] > 0 and (len(overlaps) == 1 or overlaps[1][0] < overlaps[0][0]):
+        return overlaps[0][1]
+    return ""
+
+
+def _validation_plan(path: Path, assignment: str | None, root: Path) -> tuple[AssignmentPlan, str]:
+    """The plan a learner's check runs on, and a phrase saying where it came from.
+
+    The instructor's notebooks (``<root>/solutions/``) when they hold the assignment; otherwise the
+    released exercise it was made from (:func:`autograder.plan.released_folders`: ``<root>/exercises``,
+    then the copy inside the installed package).
+
+    Raises:
+        UsageError: if no course notebooks are found, or the assignment cannot be told or is unknown.
+    """
+    catalogue = _Catalogue(root)
+    name = assignment or catalogue.guess(path)
+    if name and name in catalogue.notebooks:
+        return load_plan(name, root, visible_only=True), "the instructor's notebook, visible tests only"
+    folders = released_folders(root)
+    known = sorted(set(catalogue.notebooks).union(*(released_assignments(f) for f in folders)))
+    if not known:
+        raise UsageError(f"no course notebooks found: neither {Path(root) / 'solutions'} nor "
+                         f"{Path(root) / 'exercises'} nor the copy installed with the course package "
+                         f"({PACKAGED_EXERCISES}) exists; install the course package "
+                         "(the setup cell of any course notebook does) or run this in a clone of the course")
+    for folder in folders:
+        offered = released_assignments(folder)
+        name = assignment or _released_guess(path, folder, offered)
+        if name in offered:
+            return load_released_plan(name, folder), f"the released exercise in {folder}"
+    if assignment:
+        raise UsageError(f"unknown assignment: {assignment}; the assignments are: {', '.join(known)}")
+    raise UsageError(f"cannot tell which assignment {path.name} belongs to; pass --assignment "
+                     f"(one of: {', '.join(known)})")
+
+
 def validate(notebook: Path | str, assignment: str | None = None, *, root: Path = REPO_ROOT,
              limits: Limits | None = None) -> tuple[bool, list[str]]:
     """Check a notebook the way the grader will, with the visible tests only.
 
-    The notebook is rebuilt on the released assignment exactly as for grading (so the learner
-    sees which cells the grader would put back or ignore) and run in the sandbox.
+    The notebook is rebuilt on the assignment exactly as for grading (so the learner sees which
+    cells the grader would put back or ignore) and run in the sandbox. The plan comes from the
+    instructor's notebooks when ``<root>/solutions/`` has them, else from the released exercise
+    (``<root>/exercises/`` or the copy installed with the package): a learner needs neither
+    ``solutions/`` nor nbgrader (see :func:`_validation_plan`), only the base dependencies and the
+    ``validate`` extra of ``pyproject.toml``.
 
     Args:
         notebook: the learner's notebook.
@@ -967,29 +1165,29 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
         ``(ok, lines)``: whether every visible test passed and nothing needed repair, and a report.
 
     Raises:
-        UsageError: if the file is missing or the assignment cannot be told or is unknown.
+        UsageError: if the file is missing, the packages of the ``validate`` extra are not installed,
+            or the assignment cannot be told or is unknown.
     """
     path = Path(notebook)
     if not path.is_file():
         raise UsageError(f"no such notebook: {path}")
-    catalogue = _Catalogue(root)
-    name = assignment or catalogue.guess(path)
-    if not name:
-        raise UsageError(f"cannot tell which assignment {path.name} belongs to; pass --assignment "
-                         f"(one of: {', '.join(catalogue.notebooks) or 'none'})")
-    if name not in catalogue.notebooks:
-        raise UsageError(f"unknown assignment: {name}; the assignments are: {', '.join(catalogue.notebooks)}")
+    missing = _missing_for_validate()
+    if missing:
+        raise UsageError(f"validate runs your notebook in a kernel of its own and needs {', '.join(missing)}; "
+                         f"install them with `{_validate_install_command()}` (on Colab, in a cell: `%` "
+                         "before `pip`), then run validate again")
+    plan, origin = _validation_plan(path, assignment, Path(root))
+    name = plan.name
     try:
         learner = read_notebook(path)
     except NotebookError as error:
         return False, [f"this file cannot be graded: {error}"]
-    plan = load_plan(name, root, visible_only=True)
     stem = _lms_file_stem(path.stem)
     nb_plan = plan.notebooks.get(stem) or next(iter(plan.notebooks.values()))
     assembly = assemble(nb_plan, learner)
     if assembly.matched == 0:
         return False, [f"none of the cells of {name}/{nb_plan.name}.ipynb were found: is this the right notebook?"]
-    lines = [f"checking {path.name} as {name}/{nb_plan.name}.ipynb (visible tests only)"]
+    lines = [f"checking {path.name} as {name}/{nb_plan.name}.ipynb (against {origin})"]
     lines += [f"note: {note}" for note in assembly.notes]
     limits = limits or Limits()
 

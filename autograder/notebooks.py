@@ -12,8 +12,14 @@ Normal form (what ``python -m autograder normalize`` writes and ``--check`` enfo
   type and source (so inserting a cell does not renumber the others), made unique in the notebook.
 
 Cell sources are never changed, so nbgrader checksums stay valid; the one exception is
-``normalize --repoint`` (:func:`repoint_notebook`), which a fork runs once after changing the
-repository in ``_config.yml``, before regenerating the exercises.
+``normalize --repoint`` (:func:`repoint_all`), which a fork runs after changing the repository in
+``_config.yml`` and ``release`` runs when it pins a tag, before regenerating the exercises.
+
+Links to the repository: every link to the course repository in :func:`linked_paths` (Colab badges
+and links, setup cells' ``pip install git+...@REF``, Binder, GitHub file links, install lines in
+Markdown) opens the repository of ``_config.yml`` at its pinned ref, ``repository.release`` or else
+``repository.branch``. :func:`rewrite_repository_links` is the one function that rewrites them;
+:func:`repository_link_problems` lists the links that disagree with ``_config.yml``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ import copy
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -46,43 +53,142 @@ class NotebookError(Exception):
 
 # --- Repository facts -----------------------------------------------------------------------------
 
+# Documents outside book/, solutions/ and exercises/ that link to the repository or tell users how to
+# install from it; `normalize --repoint` and `release` rewrite them too.
+LINKED_DOCUMENTS = ("README.md", "ARCHITECTURE.md", "autograder/README.md", "site/README.md",
+                    "benchmarks/README.md")
+LINKED_SUFFIXES = (".ipynb", ".md")
+_GITHUB_URL = re.compile(r"https://github\.com/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?")
+_SLUG = r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?"
+# A ref as it appears in a link: no path separator, quote, bracket or space, and no trailing dot
+# (git forbids a ref ending in "."; a sentence may end right after a link).
+_LINK_REF = r"""[^/\s?#"'`<>()\[\]\\]*[^/\s?#"'`<>()\[\]\\.]"""
+_REF_END = r"""(?=[/?#"'`<>()\[\]\s\\]|$)"""
+_SLUG_END = r"""(?=[/?#@"'`<>()\[\]\s\\,;:]|\.git|\.(?![\w-])|$)"""
+_BAD_REF = re.compile(r"^[-.]|\.\.|@\{|//|[\x00-\x20\x7f~^:?*\[\\]|[./]$|\.lock$|^@$")
+
+
+class ConfigError(NotebookError):
+    """``_config.yml`` lacks a repository setting or holds a bad one; exit status 2."""
+
+
+@dataclass(frozen=True)
+class RepositoryRef:
+    """A GitHub repository (``owner/name``) and the ref (branch, tag or commit) links to it open."""
+
+    slug: str
+    ref: str
+
+    @property
+    def url(self) -> str:
+        """The repository's ``https://github.com/owner/name`` address."""
+        return f"https://github.com/{self.slug}"
+
+
+@dataclass(frozen=True)
+class RepositorySettings:
+    """The ``repository`` block of ``_config.yml``: the fork's address, its branch and the release.
+
+    ``release`` (a tag or a commit) is what setup cells, Colab badges and file links pin; without it
+    they follow ``branch``.
+    """
+
+    slug: str
+    branch: str
+    release: str | None
+
+    @property
+    def url(self) -> str:
+        """The repository's ``https://github.com/owner/name`` address."""
+        return f"https://github.com/{self.slug}"
+
+    @property
+    def pinned(self) -> RepositoryRef:
+        """The repository at the ref every link must open: the release, else the branch."""
+        return RepositoryRef(self.slug, self.release or self.branch)
+
+
+def ref_problem(ref: str) -> str | None:
+    """Say why ``ref`` cannot be a branch or tag name in links (``None`` if it can).
+
+    Follows ``git check-ref-format``'s rules (no spaces, ``..``, ``~^:?*[\\``, ``@{``, leading ``-``
+    or ``.``, trailing ``.``, ``/`` or ``.lock``).
+    """
+    if not ref:
+        return "it is empty"
+    if _BAD_REF.search(ref):
+        return ("git does not accept it as a ref name (no spaces, '..', '~^:?*[\\', '@{', leading '-' "
+                "or '.', trailing '.', '/' or '.lock')")
+    return None
+
+
+def _config_value(repository: dict, key: str, config_path: Path) -> str | None:
+    value = repository.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{config_path}: repository.{key} is {value!r}, not text; quote it, e.g. "
+                          f'{key}: "{value}"')
+    problem = ref_problem(value) if key != "url" else None
+    if problem:
+        raise ConfigError(f"{config_path}: repository.{key} {value!r} is not a usable ref: {problem}")
+    return value
+
+
+def repository_settings(root: Path = REPO_ROOT) -> RepositorySettings:
+    """Read the ``repository`` block of ``root``'s ``_config.yml``.
+
+    Raises:
+        ConfigError: if the file is missing or unreadable, ``repository.url`` is not a GitHub
+            repository address, ``repository.branch`` is missing, or a ref is not valid.
+    """
+    config_path = Path(root) / "_config.yml"
+    try:
+        config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"cannot read {config_path}: {error}") from error
+    repository = config.get("repository") if isinstance(config, dict) else None
+    repository = repository if isinstance(repository, dict) else {}
+    url = _config_value(repository, "url", config_path)
+    branch = _config_value(repository, "branch", config_path)
+    if not url or not branch:
+        raise ConfigError(f"{config_path} must set repository.url (your fork, "
+                          "https://github.com/OWNER/REPO) and repository.branch (e.g. main)")
+    match = _GITHUB_URL.fullmatch(url.strip())
+    if not match:
+        raise ConfigError(f"{config_path}: repository.url {url!r} is not a GitHub repository address; "
+                          "write it as https://github.com/OWNER/REPO (Colab opens notebooks from GitHub)")
+    return RepositorySettings(match.group(1), branch, _config_value(repository, "release", config_path))
+
 
 def repository_info(root: Path = REPO_ROOT) -> tuple[str, str]:
-    """Return the GitHub repository URL and branch named in ``_config.yml``.
+    """Return the GitHub repository URL and the ref links pin (``repository.release``, else the branch).
 
     Args:
         root: the repository root (the folder holding ``_config.yml``).
 
     Raises:
-        NotebookError: if ``_config.yml`` lacks ``repository.url`` or ``repository.branch``.
+        ConfigError: see :func:`repository_settings`.
     """
-    config_path = Path(root) / "_config.yml"
-    try:
-        config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
-    except OSError as error:
-        raise NotebookError(f"cannot read {config_path}: {error}") from error
-    repository = config.get("repository") or {}
-    url, branch = repository.get("url"), repository.get("branch")
-    if not url or not branch:
-        raise NotebookError(f"{config_path} must set repository.url and repository.branch")
-    return str(url).rstrip("/").removesuffix(".git"), str(branch)
+    pinned = repository_settings(root).pinned
+    return pinned.url, pinned.ref
 
 
 def setup_cell_source(root: Path = REPO_ROOT) -> str:
     """Return the exact source of the setup cell every course notebook starts its code with.
 
-    On Colab it installs the course library from the repository named in ``_config.yml``;
-    everywhere it picks the device and prints what it found.
+    On Colab it installs the course library from the repository and ref (release, else branch)
+    named in ``_config.yml``; everywhere it picks the device and prints what it found.
 
     Args:
-        root: the repository root whose ``_config.yml`` names the repository and branch.
+        root: the repository root whose ``_config.yml`` names the repository and ref.
     """
-    url, branch = repository_info(root)
+    url, ref = repository_info(root)
     return (
         "# Setup: on Colab, install the course library; everywhere, pick a device.\n"
         "import sys\n"
         'if "google.colab" in sys.modules:\n'
-        f'    %pip install --quiet "{PACKAGE_NAME} @ git+{url}@{branch}"\n'
+        f'    %pip install --quiet "{PACKAGE_NAME} @ git+{url}@{ref}"\n'
         "from transformer_core.device import describe_device, pick_device\n"
         "device = pick_device()\n"
         "print(describe_device(device))"
@@ -90,16 +196,16 @@ def setup_cell_source(root: Path = REPO_ROOT) -> str:
 
 
 def colab_url(relative_path: str | Path, root: Path = REPO_ROOT) -> str:
-    """Return the Colab address that opens a notebook of this repository.
+    """Return the Colab address that opens a notebook of this repository at the pinned ref.
 
     Args:
         relative_path: the notebook's path from the repository root, e.g.
             ``"exercises/02-self-attention/self_attention.ipynb"``.
-        root: the repository root whose ``_config.yml`` names the repository and branch.
+        root: the repository root whose ``_config.yml`` names the repository and ref.
     """
-    url, branch = repository_info(root)
-    slug = url.removeprefix("https://github.com/")
-    return f"https://colab.research.google.com/github/{slug}/blob/{branch}/{Path(relative_path).as_posix()}"
+    pinned = repository_settings(root).pinned
+    return (f"https://colab.research.google.com/github/{pinned.slug}/blob/{pinned.ref}/"
+            f"{Path(relative_path).as_posix()}")
 
 
 def colab_badge(relative_path: str | Path, root: Path = REPO_ROOT) -> str:
@@ -107,9 +213,151 @@ def colab_badge(relative_path: str | Path, root: Path = REPO_ROOT) -> str:
 
     Args:
         relative_path: the notebook's path from the repository root.
-        root: the repository root whose ``_config.yml`` names the repository and branch.
+        root: the repository root whose ``_config.yml`` names the repository and ref.
     """
     return f"[![Open In Colab]({COLAB_BADGE_IMAGE})]({colab_url(relative_path, root)})"
+
+
+# --- Links to the repository ----------------------------------------------------------------------
+
+
+def _link_pattern(slugs: Iterable[str], refs: Iterable[str] = ()) -> re.Pattern[str]:
+    """The regular expression that finds every link to one of ``slugs`` in a text.
+
+    Each match has exactly one group named ``s<N>`` (the ``owner/name``, matched without regard to
+    case) and, for links that name a ref, one named ``r<N>``. ``refs`` are refs to recognise whole
+    even when they contain ``/`` (a branch such as ``term/2026``); other refs end at the next ``/``.
+    Forms: Colab (``/github/S/blob/R/``), Binder (``/v2/gh/S/R``), raw files, pip's
+    ``git+https://github.com/S@R``, GitHub file and folder pages (``/blob|tree|raw|blame|commits/R``)
+    and any other page of the repository (``github.com/S``, ``/issues``, ``.git``: slug only).
+    """
+    slug = "(?i:" + "|".join(re.escape(s) for s in sorted(set(slugs), key=len, reverse=True)) + ")"
+    known = [re.escape(r) for r in sorted(set(refs), key=len, reverse=True) if "/" in r]
+    ref = "(?:" + "|".join([*(k + _REF_END for k in known), _LINK_REF]) + ")"
+    forms = [
+        rf"https?://colab\.research\.google\.com/github/(?P<s1>{slug})/blob/(?P<r1>{ref})(?=/)",
+        rf"https?://mybinder\.org/v2/gh/(?P<s2>{slug})/(?P<r2>{ref}){_REF_END}",
+        rf"https?://raw\.githubusercontent\.com/(?P<s3>{slug})/(?P<r3>{ref})(?=/)",
+        rf"git\+https?://(?:www\.)?github\.com/(?P<s4>{slug})(?:\.git)?@(?P<r4>{ref})",
+        rf"https?://(?:www\.)?github\.com/(?P<s5>{slug})(?:\.git)?/(?:blob|tree|raw|blame|commits)/"
+        rf"(?P<r5>{ref}){_REF_END}",
+        rf"https?://(?:www\.)?github\.com/(?P<s6>{slug}){_SLUG_END}",
+    ]
+    return re.compile("|".join(f"(?:{form})" for form in forms))
+
+
+def _link_parts(match: re.Match[str]) -> tuple[str, str | None]:
+    """The ``(slug, ref)`` a link found by :func:`_link_pattern` names (ref ``None`` if it names none)."""
+    found = {name[0]: value for name, value in match.groupdict().items() if value is not None}
+    return found["s"], found.get("r")
+
+
+def rewrite_repository_links(text: str, old: Iterable[RepositoryRef], new: RepositoryRef) -> str:
+    """Point every link of ``text`` to one of the ``old`` repositories at ``new`` and its ref.
+
+    This is the one place that rewrites links to the course repository; notebooks (cell by cell)
+    and Markdown files go through it. Links that name a ref (Colab badges, Binder, pip's
+    ``git+...@REF``, ``/blob/REF/`` file links) get ``new.ref``; others (``github.com/OWNER/REPO``,
+    its issues, ``.git``) get the new repository only. Links to any other repository, and the text
+    around links, are left as they are.
+
+    Args:
+        text: a Markdown text, cell source or any other text.
+        old: the repositories (and their refs, used to recognise refs containing ``/``) to replace.
+        new: the repository and ref to point at.
+    """
+    old = list(old)
+    if not old:
+        return text
+
+    def replace(match: re.Match[str]) -> str:
+        pieces, position = [], match.start()
+        for name, value in match.groupdict().items():
+            if value is not None:
+                start, end = match.span(name)
+                pieces += [match.string[position:start], new.slug if name[0] == "s" else new.ref]
+                position = end
+        return "".join(pieces) + match.string[position:match.end()]
+
+    return _link_pattern([r.slug for r in old], [r.ref for r in old]).sub(replace, text)
+
+
+_INSTALL_LINE = re.compile(rf"{re.escape(PACKAGE_NAME)}\s*@\s*git\+https?://(?:www\.)?github\.com/"
+                           rf"({_SLUG})(?:\.git)?@({_LINK_REF})")
+
+
+def linked_paths(root: Path = REPO_ROOT) -> list[Path]:
+    """Every file whose links to the repository follow ``_config.yml``: the notebooks and Markdown
+    files of ``book/``, ``solutions/`` and ``exercises/``, and :data:`LINKED_DOCUMENTS`."""
+    root = Path(root)
+    found = [p for folder in NOTEBOOK_FOLDERS if (root / folder).is_dir()
+             for p in (root / folder).rglob("*")
+             if p.suffix in LINKED_SUFFIXES and p.is_file() and ".ipynb_checkpoints" not in p.parts]
+    found += [root / name for name in LINKED_DOCUMENTS if (root / name).is_file()]
+    return sorted(found)
+
+
+def course_repositories(root: Path = REPO_ROOT) -> list[RepositoryRef]:
+    """The repositories the course's files currently present as the course's own.
+
+    They are the one in ``_config.yml`` (at its branch and release) and every repository that an
+    install line of the course library (``transformer-core @ git+https://github.com/OWNER/REPO@REF``,
+    in every setup cell and in the install instructions) of :func:`linked_paths` names: after a fork
+    changes ``_config.yml``, the files still name the repository they were copied from, which is how
+    ``--repoint`` knows what to replace. Other repositories (nanoGPT, Hugging Face, PyTorch issues)
+    never appear here, since nothing installs the course library from them.
+    """
+    settings = repository_settings(root)
+    found = {RepositoryRef(settings.slug, settings.branch)}
+    if settings.release:
+        found.add(RepositoryRef(settings.slug, settings.release))
+    for path in linked_paths(root):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found.update(RepositoryRef(slug, ref) for slug, ref in _INSTALL_LINE.findall(text))
+    return sorted(found, key=lambda r: (r.slug, r.ref))
+
+
+@dataclass(frozen=True)
+class RepositoryLink:
+    """One link to a course repository found in a file (see :func:`repository_links`)."""
+
+    path: str
+    line: int
+    text: str
+    slug: str
+    ref: str | None
+
+
+def repository_links(root: Path = REPO_ROOT) -> list[RepositoryLink]:
+    """Every link to a repository of :func:`course_repositories` in :func:`linked_paths`, in order.
+
+    ``path`` is relative to ``root``; ``ref`` is None for links that name no ref (the repository's
+    home page, its issues, a ``.git`` address).
+    """
+    root = Path(root)
+    sources = course_repositories(root)
+    pattern = _link_pattern([r.slug for r in sources], [r.ref for r in sources])
+    links = []
+    for path in linked_paths(root):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for match in pattern.finditer(text):
+            slug, ref = _link_parts(match)
+            links.append(RepositoryLink(path.relative_to(root).as_posix(), text.count("\n", 0, match.start()) + 1,
+                                        match.group(0), slug, ref))
+    return links
+
+
+def repository_link_problems(root: Path = REPO_ROOT) -> list[str]:
+    """List every link of :func:`repository_links` that ``_config.yml`` disagrees with: one to another
+    repository, or naming a ref other than the pinned one (``repository.release``, else the branch).
+
+    Returns:
+        ``"<path>:<line>: <link> opens ..."`` lines, empty when every link follows ``_config.yml``.
+    """
+    pinned = repository_settings(root).pinned
+    return [f"{link.path}:{link.line}: {link.text} opens {link.slug}@{link.ref or '(any ref)'}, "
+            f"not {pinned.slug}@{pinned.ref} (_config.yml)"
+            for link in repository_links(root) if link.slug != pinned.slug or link.ref not in (None, pinned.ref)]
 
 
 def badge_target(path: Path, root: Path = REPO_ROOT) -> str:
@@ -236,37 +484,73 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
 SETUP_CELL_MARKER = "# Setup:"
 
 
-def repoint_notebook(nb: nbformat.NotebookNode, path: Path, root: Path = REPO_ROOT) -> nbformat.NotebookNode:
-    """Return a copy of ``nb`` whose setup cell and Colab badge follow ``root``'s ``_config.yml``.
+def repoint_notebook(nb: nbformat.NotebookNode, root: Path = REPO_ROOT,
+                     sources: Sequence[RepositoryRef] | None = None) -> nbformat.NotebookNode:
+    """Return a copy of ``nb`` whose setup cell and links to the repository follow ``_config.yml``.
 
     The first code cell is replaced by :func:`setup_cell_source` when it is a setup cell (its source
-    starts with ``# Setup:``); every Colab link in the first Markdown cell is pointed at
-    :func:`colab_url` of :func:`badge_target`. Nothing else changes.
+    starts with ``# Setup:``); every cell then goes through :func:`rewrite_repository_links`, so the
+    Colab badge, the closing "Open the exercise in Colab" link and any GitHub link open the
+    configured repository at its pinned ref. Nothing else changes.
 
     Args:
         nb: the notebook.
-        path: where it lives (decides what its badge opens).
         root: the repository root.
+        sources: the repositories to replace; default :func:`course_repositories` of ``root``.
     """
     nb = copy.deepcopy(nb)
+    sources = course_repositories(root) if sources is None else sources
+    pinned = repository_settings(root).pinned
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     if code and code[0].source.lstrip().startswith(SETUP_CELL_MARKER):
         code[0].source = setup_cell_source(root)
-    markdown = [cell for cell in nb.cells if cell.cell_type == "markdown"]
-    if markdown:
-        target = colab_url(badge_target(path, root), root)
-        markdown[0].source = _COLAB_LINK.sub(target, markdown[0].source)
+    for cell in nb.cells:
+        source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+        rewritten = rewrite_repository_links(source, sources, pinned)
+        if rewritten != source:
+            cell.source = rewritten
     return nb
 
 
-def normalize_file(path: Path, *, check: bool = False, repoint: bool = False, root: Path = REPO_ROOT) -> bool:
+def _write_if_changed(path: Path, text: str, new_text: str, check: bool) -> bool:
+    """Write ``new_text`` to ``path`` unless it equals ``text`` or ``check``; return ``text == new_text``."""
+    if text == new_text:
+        return True
+    if not check:
+        path.write_text(new_text, encoding="utf-8")
+    return False
+
+
+def repoint_text_file(path: Path, *, check: bool = False, root: Path = REPO_ROOT,
+                      sources: Sequence[RepositoryRef] | None = None) -> bool:
+    """Point the links to the repository in a Markdown (or other text) file at ``_config.yml``'s.
+
+    Args:
+        path: the file.
+        check: if True, only report; never write.
+        root: the repository root.
+        sources: the repositories to replace; default :func:`course_repositories` of ``root``.
+
+    Returns:
+        True if the file already followed ``_config.yml``.
+    """
+    path = Path(path)
+    sources = course_repositories(root) if sources is None else sources
+    text = path.read_text(encoding="utf-8")
+    new_text = rewrite_repository_links(text, sources, repository_settings(root).pinned)
+    return _write_if_changed(path, text, new_text, check)
+
+
+def normalize_file(path: Path, *, check: bool = False, repoint: bool = False, root: Path = REPO_ROOT,
+                   sources: Sequence[RepositoryRef] | None = None) -> bool:
     """Put one notebook file into normal form.
 
     Args:
         path: the notebook.
         check: if True, only report; never write.
-        repoint: also apply :func:`repoint_notebook` (setup cell and badge from ``_config.yml``).
+        repoint: also apply :func:`repoint_notebook` (setup cell and links from ``_config.yml``).
         root: the repository root (for ``repoint``).
+        sources: for ``repoint``, the repositories to replace; default :func:`course_repositories`.
 
     Returns:
         True if the file was already in normal form.
@@ -277,14 +561,35 @@ def normalize_file(path: Path, *, check: bool = False, repoint: bool = False, ro
     path = Path(path)
     nb = read_notebook(path)
     if repoint:
-        nb = repoint_notebook(nb, path, root)
-    normal = dumps_normalized(nb)
-    text = path.read_text(encoding="utf-8")
-    if text == normal:
-        return True
-    if not check:
-        path.write_text(normal, encoding="utf-8")
-    return False
+        nb = repoint_notebook(nb, root, sources)
+    return _write_if_changed(path, path.read_text(encoding="utf-8"), dumps_normalized(nb), check)
+
+
+def repoint_all(root: Path = REPO_ROOT, *, check: bool = False) -> tuple[list[Path], list[str]]:
+    """Run the repoint over every file of :func:`linked_paths`: notebooks through
+    :func:`normalize_file` (so they also end in normal form), Markdown through :func:`repoint_text_file`.
+
+    Returns:
+        The files that changed (or, with ``check``, would change) and the error messages of the
+        notebooks that could not be read.
+
+    Raises:
+        ConfigError: if ``_config.yml`` lacks or garbles a repository setting.
+    """
+    sources = course_repositories(root)
+    changed, broken = [], []
+    for path in linked_paths(root):
+        try:
+            if path.suffix == ".ipynb":
+                same = normalize_file(path, check=check, repoint=True, root=root, sources=sources)
+            else:
+                same = repoint_text_file(path, check=check, root=root, sources=sources)
+        except NotebookError as error:
+            broken.append(str(error))
+            continue
+        if not same:
+            changed.append(path)
+    return changed, broken
 
 
 def has_outputs(nb: nbformat.NotebookNode) -> bool:

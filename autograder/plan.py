@@ -17,6 +17,13 @@ source notebooks (``solutions/<assignment>/``: solutions, visible and hidden tes
   of them), so no test may depend on a name they define.
 
 Every such repair is reported as a note in the feedback.
+
+A learner's own check (``validate``) may have no instructor's notebooks at hand (a clone without
+``solutions/``, or Colab, where only the installed package exists). :func:`load_released_plan` then
+plans from the *released* exercise the learner started from: its test cells are the visible tests
+(there are no hidden ones), its solution cells' stubs are what a deleted answer is replaced by.
+:func:`released_folders` says where released exercises are looked for: ``<root>/exercises/`` and the
+copy shipped inside the installed package (:data:`PACKAGED_EXERCISES`, see ``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ DEMO_TAG = "demo"
 HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 SOLUTION_BEGIN, SOLUTION_END = "BEGIN SOLUTION", "END SOLUTION"
 HIDDEN_NOTE = "# Hidden tests ran here; they are not shown in feedback."
+# The released exercises as a wheel of the course package ships them (pyproject.toml maps the
+# repository's exercises/ to the package autograder.exercises); absent in a source checkout.
+PACKAGED_EXERCISES = Path(__file__).resolve().parent / "exercises"
 # Learner code that reaches for the grading machinery; such submissions are flagged for review.
 _SUSPICIOUS = {
     "get_ipython": r"\bget_ipython\b|\bIPython\b|\bipykernel\b",
@@ -190,13 +200,15 @@ def _classify(meta: dict) -> str:
     return FREE
 
 
-def load_notebook_plan(path: Path, *, visible_only: bool = False) -> NotebookPlan:
+def load_notebook_plan(path: Path, *, visible_only: bool = False, released: bool = False) -> NotebookPlan:
     """Read one instructor notebook into a :class:`NotebookPlan`.
 
     Args:
         path: an nbgrader source notebook (solutions and hidden tests included).
         visible_only: plan with the released test cells (no hidden tests), as a learner's own
             check does.
+        released: ``path`` is a released exercise, not a source notebook: its solution cells
+            already hold the stubs learners got and are kept as they are (implies ``visible_only``).
 
     Raises:
         PlanError: if the notebook cannot be read or repeats a grade id.
@@ -219,13 +231,13 @@ def load_notebook_plan(path: Path, *, visible_only: bool = False) -> NotebookPla
         seen.add(key)
         source = cell.source
         if kind in (SOLUTION, MANUAL):
-            released = clear_solution(source, cell.cell_type)
+            shipped = source if released else clear_solution(source, cell.cell_type)
         else:
-            released = strip_hidden_region(source, note=None)[0]
-        if visible_only and kind == TEST:
-            source = released
+            shipped = strip_hidden_region(source, note=None)[0]
+        if (visible_only or released) and kind == TEST:
+            source = shipped
         points = float(meta.get("points") or 0) if kind in (TEST, MANUAL, TASK) else 0.0
-        cells.append(PlanCell(kind, key, cell.cell_type, source, released, points))
+        cells.append(PlanCell(kind, key, cell.cell_type, source, shipped, points))
     return NotebookPlan(Path(path).stem, cells)
 
 
@@ -235,7 +247,23 @@ def load_plan(assignment: str, root: Path, *, visible_only: bool = False) -> Ass
     Raises:
         PlanError: if the folder holds no notebooks, one cannot be read, or grade ids repeat.
     """
-    folder = Path(root) / "solutions" / assignment
+    return _load_folder(assignment, Path(root) / "solutions" / assignment, visible_only=visible_only)
+
+
+def load_released_plan(assignment: str, exercises: Path) -> AssignmentPlan:
+    """Read the released exercise ``<exercises>/<assignment>/*.ipynb`` into an :class:`AssignmentPlan`.
+
+    The plan has the visible tests only (a released notebook has no hidden ones) and the stubs
+    learners got as its solution cells; it is what a learner's check uses without ``solutions/``.
+
+    Raises:
+        PlanError: if the folder holds no notebooks, one cannot be read, or grade ids repeat.
+    """
+    return _load_folder(assignment, Path(exercises) / assignment, released=True)
+
+
+def _load_folder(assignment: str, folder: Path, **options: bool) -> AssignmentPlan:
+    """The plan of the notebooks in ``folder`` (``options`` go to :func:`load_notebook_plan`)."""
     paths = sorted(folder.glob("*.ipynb"))
     if not paths:
         raise PlanError(f"no notebooks in {folder}")
@@ -243,11 +271,32 @@ def load_plan(assignment: str, root: Path, *, visible_only: bool = False) -> Ass
     notebooks = {}
     for path in paths:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
-        notebooks[path.stem] = load_notebook_plan(path, visible_only=visible_only)
+        notebooks[path.stem] = load_notebook_plan(path, **options)
     ids = [key for nb in notebooks.values() for key in nb.grade_ids]
     if len(ids) != len(set(ids)):
         raise PlanError(f"{folder}: a grade id is used in more than one notebook")
     return AssignmentPlan(assignment, notebooks, digest.hexdigest())
+
+
+def released_folders(root: Path) -> list[Path]:
+    """Where released exercises are looked for, in order: ``<root>/exercises`` (a clone of the
+    course) and :data:`PACKAGED_EXERCISES` (the copy inside an installed wheel); only those that
+    exist."""
+    candidates = [Path(root) / "exercises", PACKAGED_EXERCISES]
+    found: list[Path] = []
+    for folder in candidates:
+        if folder.is_dir() and not any(folder.resolve() == f.resolve() for f in found):
+            found.append(folder)
+    return found
+
+
+def released_assignments(exercises: Path) -> dict[str, list[str]]:
+    """The assignments of a folder of released exercises: folder name -> notebook names (sorted)."""
+    if not Path(exercises).is_dir():
+        return {}
+    return {p.name: sorted(n.stem for n in p.glob("*.ipynb"))
+            for p in sorted(Path(exercises).iterdir())
+            if p.is_dir() and not p.name.startswith(".") and any(p.glob("*.ipynb"))}
 
 
 # --- Rebuilding a learner's notebook --------------------------------------------------------------

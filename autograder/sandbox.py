@@ -30,10 +30,12 @@ code runs; the tests themselves never run in the kernel (see ``autograder/refere
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import resource
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -139,20 +141,51 @@ class KernelSpec:
 # --- What this platform can enforce ---------------------------------------------------------------
 
 
-def can_isolate() -> bool:
-    """Whether kernels get full isolation here: Linux, root, a known architecture, namespaces."""
-    if sys.platform != "linux" or os.geteuid() != 0 or os.uname().machine not in _SYS_PIVOT_ROOT:
+# Run in a throwaway child process: can this process create the sandbox's namespaces and mount in
+# them? Root in a container without CAP_SYS_ADMIN (Docker's default, hosted notebooks) cannot.
+_NAMESPACE_PROBE = (
+    "import ctypes, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    f"if libc.unshare({_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWUTS}) != 0: sys.exit(1)\n"
+    f"if libc.mount(None, b'/', None, ctypes.c_ulong({_MS_REC | _MS_PRIVATE}), None) != 0: sys.exit(1)\n"
+    f"sys.exit(1 if libc.mount(b'tmpfs', b'/tmp', b'tmpfs', ctypes.c_ulong({_MS_NOSUID | _MS_NODEV}), b'size=1m') else 0)\n"
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _namespaces_work() -> bool:
+    """Whether a child of this process may create namespaces and mount in them (asked once)."""
+    if not all(Path(f"/proc/self/ns/{name}").exists() for name in ("mnt", "net", "pid", "ipc")):
         return False
-    return all(Path(f"/proc/self/ns/{name}").exists() for name in ("mnt", "net", "pid", "ipc"))
+    try:
+        return subprocess.run([sys.executable, "-c", _NAMESPACE_PROBE], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def can_isolate() -> bool:
+    """Whether kernels get full isolation here: Linux, root, a known architecture, namespaces that
+    this process may actually create."""
+    return isolation_off_reason() is None
+
+
+def isolation_off_reason() -> str | None:
+    """Why kernels cannot get full isolation here, in a few words; None when they can."""
+    if sys.platform != "linux":
+        return "this is not Linux"
+    if os.geteuid() != 0:
+        return "the grader is not running as root"
+    if os.uname().machine not in _SYS_PIVOT_ROOT or not _namespaces_work():
+        return "Linux namespaces or pivot_root are not available"
+    return None
 
 
 def isolation_warnings() -> list[str]:
     """What the sandbox cannot enforce on this machine, one sentence each; empty with full isolation."""
     if can_isolate():
         return []
-    why = ("this is not Linux" if sys.platform != "linux" else
-           "the grader is not running as root" if os.geteuid() != 0 else
-           "Linux namespaces or pivot_root are not available")
+    why = isolation_off_reason() or "Linux namespaces or pivot_root are not available"
     warnings = [
         f"full isolation is off because {why}: learner code can read any file this user can read "
         "(including solutions/, the submissions and the output folder) and can reach the network",

@@ -88,6 +88,11 @@ def test_shards_graded_apart_and_merged_equal_one_run(course, tmp_path, capsys):
     assert {r["student"]: r["score"] for r in read_rows(merged)} == rows
     assert main(["merge", str(outs[1]), "--out", str(outs[0])]) == 0
     assert {r["student"]: r["score"] for r in read_rows(outs[0])} == rows
+    # The instructor's hand-entered points reach the combined gradebook too.
+    manual = tmp_path / "manual.csv"
+    manual.write_text("student,assignment,grade_id,points,comment\nben,00-fixture,test_softmax,2,checked by hand\n")
+    assert main(["merge", *map(str, outs), "--out", str(merged), "--manual-scores", str(manual)]) == 0
+    assert {r["student"]: r["score"] for r in read_rows(merged)}["ben"] == "2"
 
 
 def _result_file(out: Path, student: str, score: float) -> None:

@@ -5,6 +5,7 @@ import re
 import tomllib
 
 import yaml
+from base_dependencies_only import imported_modules
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -47,24 +48,6 @@ def test_ci_runs_the_readme_test_command():
     assert re.search(r"^make test$", ci, flags=re.MULTILINE), ".ci/run must run the README's `make test`"
 
 
-def _imported_modules(source: str) -> set[str]:
-    """Top-level module names a piece of Python imports (IPython magics and shell lines skipped)."""
-    import ast
-
-    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return set()
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names
-
-
 def test_every_module_a_learner_notebook_imports_is_installed_by_the_learner_requirements():
     """A learner who installs the runtime and book requirements (environment.yml, Binder) must be
     able to run every chapter and exercise: each third-party import of book/ and exercises/ comes
@@ -82,7 +65,7 @@ def test_every_module_a_learner_notebook_imports_is_installed_by_the_learner_req
     missing = {}
     for path in sorted(ROOT.glob("book/*.ipynb")) + sorted(ROOT.glob("exercises/*/*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        code = [_imported_modules("".join(cell["source"])) for cell in cells if cell["cell_type"] == "code"]
+        code = [imported_modules("".join(cell["source"])) for cell in cells if cell["cell_type"] == "code"]
         for module in set().union(*code):
             if module in sys.stdlib_module_names or module in local:
                 continue

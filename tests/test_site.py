@@ -47,6 +47,9 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
 REPO_URL = CONFIG["repository"]["url"].rstrip("/").removesuffix(".git")
 REPO_SLUG = REPO_URL.removeprefix("https://github.com/")
 BRANCH = CONFIG["repository"]["branch"]
+# The theme's launch buttons open the branch; badges and links in the pages open the release
+# (repository.release) when one is set.
+REFS = {BRANCH, CONFIG["repository"].get("release") or BRANCH}
 PAGE_TIMEOUT_S = 60
 TOC_PAGES = _toc_files()
 EXTRA_PAGES = ["genindex", "search"]
@@ -424,8 +427,9 @@ def test_colab_links_open_notebooks_of_this_repository(browser, site, visited):
     for page, page_links in links.items():
         for link in page_links:
             slug, branch, path = _notebook_of(link)
-            if (slug, branch) != (REPO_SLUG, BRANCH):
-                problems.append(f"{page}: {link} opens {slug}@{branch}, not {REPO_SLUG}@{BRANCH} (_config.yml)")
+            if slug != REPO_SLUG or branch not in REFS:
+                problems.append(f"{page}: {link} opens {slug}@{branch}, not {REPO_SLUG}@{' or '.join(sorted(REFS))} "
+                                "(_config.yml)")
             if not path.endswith(".ipynb"):
                 problems.append(f"{page}: {link} does not open a notebook (.ipynb)")
             elif not (ROOT / path).is_file():

@@ -1,0 +1,623 @@
+"""``python -m autograder export``: turn an ``--out`` folder of results into a file an LMS imports.
+
+Reads every result under ``<out>/results`` (merging the instructor's manual-scores file, see
+:mod:`autograder.manual`), matches the learners to a roster, applies a late policy and writes one
+of three CSV formats:
+
+``canvas``
+    Canvas' gradebook import format, as documented in the Canvas Instructor Guide, "How do I import
+    grades in the Gradebook?" (the version current in 2024-2025): the columns ``Student, ID,
+    SIS User ID, SIS Login ID, Section``, then one column per assignment named
+    ``<Assignment name> (<assignment id>)``; a second row ``Points Possible`` gives each column's
+    maximum. Canvas matches learners by ``ID`` (or the SIS columns), updates the assignment whose
+    name and id match a column and creates a new assignment for a column that matches none. An
+    empty cell leaves the grade in Canvas as it is.
+``moodle``
+    Moodle's "Import grades from CSV file" (Grade administration > Import > CSV file, as documented
+    for Moodle 4.x, "Grade import"): one identifier column (``ID number`` or ``Email address``,
+    which the instructor maps to "Identify user by"), the names for reading, and one grade column per
+    assignment, mapped to the grade item in the import form.
+``plain``
+    One row per learner: the score of each assignment, then every graded cell in notebook order,
+    then per assignment the status, the submission time, the days late and the penalty.
+
+Every roster learner gets a row; a learner without a submission gets status ``missing`` (grade empty,
+or 0 with ``--missing zero``). Submissions of learners who are not on the roster are listed on the
+terminal and in ``<output>-not-on-roster.csv``, so nobody is lost. Learners are matched to the
+roster by LMS id first (Canvas' user ID, Moodle's participant number from a grading worksheet,
+``lms_id`` in a plain roster), then by name without case or extra whitespace (also ``Last, First``
+as ``First Last`` and Canvas' squashed ``lastfirst`` file names); a name that fits several roster
+entries is reported, never guessed.
+
+Late policies (``--late-policy``):
+
+- ``none``: no penalty (late days are still reported);
+- ``zero``: a late submission scores 0;
+- ``per-day:P[,grace:H]``: P % of the assignment's maximum off per started day late, counted from
+  the due time plus H hours of grace; the score never goes below 0.
+
+How late a submission is: with ``--due`` (an ISO date-time; without a zone it is UTC) the time from
+``due + grace`` to the submission's ``submitted_at`` (the newest submitted file's time, from the LMS
+zip), in started days. Without ``--due``, or for a submission with no recorded time, the LMS's own
+late mark (Canvas' ``_LATE_``) counts as one started day late; grace cannot apply, as the LMS's mark
+carries no duration.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from autograder.course import UsageError
+from autograder.grading import GradeResult, cell_columns, load_results, write_atomically
+from autograder.manual import merge_manual_scores, squeeze_name
+
+FORMATS = ("canvas", "moodle", "plain")
+MISSING = "missing"
+DAY_S = 86400.0
+CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+
+
+# --- Rosters --------------------------------------------------------------------------------------
+
+
+@dataclass
+class RosterEntry:
+    """One learner of the roster.
+
+    Attributes:
+        name: the name as the roster writes it.
+        lms_id: the id submissions carry (Canvas user ID, Moodle participant number, plain ``lms_id``).
+        line: the roster line, for messages.
+        fields: the roster's own columns (written back into the Canvas and Moodle files).
+        names: the other spellings of the name to match (``First Last`` for ``Last, First``).
+    """
+
+    name: str
+    lms_id: str
+    line: int
+    fields: dict[str, str] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Roster:
+    """A roster file: its kind (``canvas``, ``moodle``, ``moodle worksheet``, ``plain``), its learners,
+    and for Canvas the assignment columns it already has (to name the import's columns)."""
+
+    kind: str
+    entries: list[RosterEntry]
+    path: Path | None = None
+    columns: list[str] = field(default_factory=list)
+
+
+def _header_key(name: str) -> str:
+    return " ".join((name or "").replace("\ufeff", "").split()).casefold()
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """The header and the rows (with their line numbers) of a CSV file, keys as in the header."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise UsageError(f"no such roster file: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"the roster {path} cannot be read ({error}); save it as UTF-8 CSV") from None
+    dialect = csv.excel
+    try:
+        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
+    except csv.Error:
+        pass
+    reader = csv.DictReader(io.StringIO(text), dialect=dialect)
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    reader.fieldnames = header
+    rows = []
+    for record in reader:
+        values = {k: (v or "").strip() for k, v in record.items() if isinstance(k, str)}
+        if any(values.values()):
+            rows.append((reader.line_num, values))
+    return header, rows
+
+
+def _column(header: list[str], *names: str) -> str | None:
+    """The first header column whose name is one of ``names`` (compared without case)."""
+    keys = {_header_key(h): h for h in header}
+    return next((keys[_header_key(n)] for n in names if _header_key(n) in keys), None)
+
+
+def _canvas_roster(header, rows) -> list[RosterEntry]:
+    entries = []
+    for line, row in rows:
+        name = row.get("Student", "")
+        if _header_key(name) in ("points possible", "student, test", "test student") or not name:
+            continue
+        entries.append(RosterEntry(name, row.get("ID", ""), line, {c: row.get(c, "") for c in CANVAS_COLUMNS}))
+    return entries
+
+
+def _moodle_roster(header, rows) -> list[RosterEntry]:
+    first, last = _column(header, "First name"), _column(header, "Surname", "Last name")
+    id_number, email = _column(header, "ID number"), _column(header, "Email address", "Email")
+    entries = []
+    for line, row in rows:
+        name = " ".join(x for x in (row.get(first, ""), row.get(last, "")) if x)
+        entries.append(RosterEntry(name, "", line, {"First name": row.get(first, ""), "Last name": row.get(last, ""),
+                                                    "ID number": row.get(id_number, "") if id_number else "",
+                                                    "Email address": row.get(email, "") if email else ""},
+                                   [f"{row.get(last, '')} {row.get(first, '')}"]))
+    return entries
+
+
+def _moodle_worksheet(header, rows) -> list[RosterEntry]:
+    identifier, full, email = _column(header, "Identifier"), _column(header, "Full name"), _column(
+        header, "Email address", "Email")
+    entries = []
+    for line, row in rows:
+        number = re.sub(r"\D", "", row.get(identifier, ""))
+        entries.append(RosterEntry(row.get(full, ""), number, line,
+                                   {"Email address": row.get(email, "") if email else "", "ID number": ""}))
+    return entries
+
+
+def _plain_roster(header, rows) -> list[RosterEntry]:
+    student, lms_id = _column(header, "student", "name"), _column(header, "lms_id", "id")
+    email = _column(header, "email", "email address")
+    return [RosterEntry(row.get(student, ""), row.get(lms_id, "") if lms_id else "", line,
+                        {"Email address": row.get(email, "") if email else "", "ID number": ""})
+            for line, row in rows if row.get(student, "")]
+
+
+def read_roster(path: Path | str) -> Roster:
+    """Read a roster, telling its format from its columns.
+
+    Accepted: Canvas' gradebook export (``Student, ID, SIS User ID, SIS Login ID, Section, ...``, with
+    its ``Points Possible`` row), Moodle's grades or participants export (``First name``,
+    ``Surname``/``Last name``, ``ID number``, ``Email address``), Moodle's grading worksheet
+    (``Identifier, Full name, ...``, whose ``Participant N`` matches submission folders) and a plain
+    ``student,lms_id`` file.
+
+    Raises:
+        UsageError: the file is missing or unreadable, or its columns fit none of these.
+    """
+    path = Path(path)
+    header, rows = _read_csv(path)
+    keys = {_header_key(h) for h in header}
+    if {"student", "id"} <= keys and keys & {"sis user id", "sis login id", "section"}:
+        kind, entries = "canvas", _canvas_roster(header, rows)
+    elif "first name" in keys and keys & {"surname", "last name"}:
+        kind, entries = "moodle", _moodle_roster(header, rows)
+    elif {"identifier", "full name"} <= keys:
+        kind, entries = "moodle worksheet", _moodle_worksheet(header, rows)
+    elif keys & {"student", "name"}:
+        kind, entries = "plain", _plain_roster(header, rows)
+    else:
+        raise UsageError(f"cannot tell what kind of roster {path} is (its columns are {', '.join(header) or 'none'}); "
+                         "give Canvas' gradebook export (Student, ID, SIS User ID, ...), Moodle's grades or "
+                         "participants export (First name, Surname, ID number, Email address), Moodle's grading "
+                         "worksheet (Identifier, Full name, ...) or a CSV file with the columns student,lms_id")
+    if not entries:
+        raise UsageError(f"the roster {path} ({kind}) lists no learners")
+    columns = [h for h in header if re.search(r"\(\d+\)\s*$", h)] if kind == "canvas" else []
+    return Roster(kind, entries, path, columns)
+
+
+# --- Matching -------------------------------------------------------------------------------------
+
+
+def _compact(name: str) -> str:
+    return "".join(c for c in name.casefold() if c.isalnum())
+
+
+def _spellings(entry: RosterEntry) -> tuple[set[str], set[str]]:
+    """The squeezed and the compact spellings of a roster name (``Last, First`` also as
+    ``First Last``; compact also as Canvas' ``lastfirst``)."""
+    names = [entry.name, *entry.names]
+    if "," in entry.name:
+        last, first = entry.name.split(",", 1)
+        names += [f"{first} {last}", f"{last} {first}"]
+    return {squeeze_name(n) for n in names if n.strip()}, {_compact(n) for n in names if _compact(n)}
+
+
+@dataclass
+class Learner:
+    """One learner of the results: the learner key, name, LMS id, and their results by assignment."""
+
+    key: str
+    name: str
+    lms_id: str
+    results: dict[str, GradeResult] = field(default_factory=dict)
+
+
+@dataclass
+class Matching:
+    """How the results' learners met the roster.
+
+    Attributes:
+        rows: per roster entry, the learners matched to it (usually one or none).
+        unmatched: learners on no roster entry, each with the reason.
+        by_id, by_name: how many learners were matched each way.
+    """
+
+    rows: list[tuple[RosterEntry, list[Learner]]]
+    unmatched: list[tuple[Learner, str]]
+    by_id: int = 0
+    by_name: int = 0
+
+
+def learners_of(results: list[GradeResult]) -> list[Learner]:
+    """The learners in ``results``, each with one result per assignment (a graded one before a
+    duplicate or a submission that could not be graded)."""
+    learners: dict[str, Learner] = {}
+    for r in sorted(results, key=lambda r: not r.graded):
+        learner = learners.setdefault(r.learner, Learner(r.learner, r.student, r.lms_id))
+        learner.results.setdefault(r.assignment, r)
+    return sorted(learners.values(), key=lambda x: x.key)
+
+
+def match_roster(roster: Roster, learners: list[Learner]) -> Matching:
+    """Match each learner to a roster entry: by LMS id, then by name (see the module's docstring)."""
+    by_id: dict[str, list[int]] = {}
+    squeezed: dict[str, list[int]] = {}
+    compact: dict[str, list[int]] = {}
+    for index, entry in enumerate(roster.entries):
+        if entry.lms_id:
+            by_id.setdefault(entry.lms_id, []).append(index)
+        names, compacts = _spellings(entry)
+        for n in names:
+            squeezed.setdefault(n, []).append(index)
+        for n in compacts:
+            compact.setdefault(n, []).append(index)
+    matched: list[list[Learner]] = [[] for _ in roster.entries]
+    matching = Matching([], [])
+    for learner in learners:
+        found = by_id.get(learner.lms_id, []) if learner.lms_id else []
+        how = "id"
+        if not found:
+            how = "name"
+            found = sorted(set(squeezed.get(squeeze_name(learner.name), []))) or sorted(
+                set(compact.get(_compact(learner.name), [])))
+        if len(found) == 1:
+            matched[found[0]].append(learner)
+            matching.by_id += how == "id"
+            matching.by_name += how == "name"
+        elif found:
+            lines = ", ".join(f"{roster.entries[i].name} (line {roster.entries[i].line})" for i in found)
+            matching.unmatched.append((learner, f"ambiguous: fits several roster entries by {how}: {lines}"))
+        else:
+            matching.unmatched.append((learner, "not on the roster"))
+    matching.rows = list(zip(roster.entries, matched))
+    return matching
+
+
+def roster_from_results(learners: list[Learner]) -> Matching:
+    """Without a roster file, every learner with a result is the roster."""
+    return Matching([(RosterEntry(x.name, x.lms_id, 0), [x]) for x in learners], [])
+
+
+# --- Late policies --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LatePolicy:
+    """What lateness costs: ``kind`` is ``none``, ``zero`` or ``per-day`` (``percent`` of the maximum
+    per started day late, after ``grace_hours``)."""
+
+    kind: str = "none"
+    percent: float = 0.0
+    grace_hours: float = 0.0
+
+    def penalty(self, score: float, max_score: float, days_late: int) -> float:
+        """The points taken off ``score`` for ``days_late`` started days (never more than ``score``)."""
+        if days_late <= 0 or self.kind == "none":
+            return 0.0
+        if self.kind == "zero":
+            return score
+        return min(score, max_score * min(100.0, self.percent * days_late) / 100.0)
+
+
+def parse_late_policy(text: str) -> LatePolicy:
+    """``none``, ``zero`` or ``per-day:P[,grace:H]`` -> :class:`LatePolicy`.
+
+    Raises:
+        UsageError: for anything else, showing the accepted forms.
+    """
+    text = (text or "").strip()
+    if text in ("none", "zero"):
+        return LatePolicy(text)
+    match = re.fullmatch(r"per-day:\s*(\d+(?:\.\d+)?)\s*%?\s*(?:,\s*grace:\s*(\d+(?:\.\d+)?)\s*h?)?", text)
+    if not match or float(match[1]) > 100:
+        raise UsageError(f"--late-policy {text!r}: write none, zero or per-day:P[,grace:H] with P the percent of the "
+                         "maximum taken off per started day late (0-100) and H hours of grace, e.g. "
+                         "per-day:10,grace:2")
+    return LatePolicy("per-day", float(match[1]), float(match[2] or 0))
+
+
+def parse_due(text: str | None) -> datetime | None:
+    """An ISO date-time (a date alone means its midnight; no zone means UTC), or None.
+
+    Raises:
+        UsageError: if it is not an ISO date-time.
+    """
+    if not text:
+        return None
+    try:
+        due = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--due {text!r} is not an ISO date-time; write e.g. 2025-03-14T23:59 (UTC) or "
+                         "2025-03-14T23:59+01:00") from None
+    return due if due.tzinfo else due.replace(tzinfo=timezone.utc)
+
+
+def days_late(result: GradeResult, due: datetime | None, policy: LatePolicy) -> int:
+    """Started days late (see the module's docstring for the rule): from ``due`` plus the grace to
+    ``submitted_at``; without ``due`` or a submission time, 1 if the LMS marked it late, else 0."""
+    submitted = None
+    if result.submitted_at:
+        try:
+            submitted = datetime.fromisoformat(result.submitted_at)
+        except ValueError:
+            submitted = None
+    if due is None or submitted is None:
+        return 1 if result.late else 0
+    if submitted.tzinfo is None:
+        submitted = submitted.replace(tzinfo=timezone.utc)
+    seconds = (submitted - due).total_seconds() - policy.grace_hours * 3600
+    return max(0, math.ceil(seconds / DAY_S)) if seconds > 0 else 0
+
+
+# --- The export -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Grade:
+    """One learner's outcome in one assignment, as exported."""
+
+    score: float | None
+    status: str
+    days_late: int = 0
+    penalty: float = 0.0
+    submitted_at: str = ""
+    cells: dict[str, float | None] = field(default_factory=dict)
+
+
+def grade_of(result: GradeResult | None, *, due: datetime | None, policy: LatePolicy, missing: str) -> Grade:
+    """The exported grade of one result (None: no submission): the score after the late penalty, or
+    empty while parts wait for manual grading or when it could not be graded."""
+    if result is None:
+        return Grade(0.0 if missing == "zero" else None, MISSING)
+    if not result.graded:
+        return Grade(None, f"not graded: {' '.join(result.status.split())[:200]}",
+                     submitted_at=result.submitted_at)
+    late = days_late(result, due, policy)
+    penalty = policy.penalty(result.score or 0.0, result.max_score or 0.0, late)
+    waiting = sum(v is None for v in result.cells.values())
+    if waiting:
+        return Grade(None, f"needs manual grading ({waiting} part{'s' if waiting != 1 else ''})", late, penalty,
+                     result.submitted_at, dict(result.cells))
+    status = "graded" + (f", {late} day{'s' if late != 1 else ''} late" if late else "")
+    return Grade(round((result.score or 0.0) - penalty, 4), status, late, round(penalty, 4), result.submitted_at,
+                 dict(result.cells))
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def _canvas_header(assignment: str, roster: Roster | None, names: dict[str, str]) -> str:
+    """The Canvas column of an assignment: ``--column`` if given, else a column of a Canvas roster whose
+    name (without `` (id)``) is the assignment id, else the assignment id (Canvas creates it)."""
+    if assignment in names:
+        return names[assignment]
+    for column in (roster.columns if roster else []):
+        if squeeze_name(re.sub(r"\s*\(\d+\)\s*$", "", column)) == squeeze_name(assignment):
+            return column
+    return assignment
+
+
+@dataclass
+class ExportReport:
+    """What :func:`export` did, for the terminal and the tests."""
+
+    output: Path
+    roster_kind: str
+    rows: int
+    missing: int
+    late: int
+    penalised: int
+    waiting: int
+    not_graded: int
+    unmatched: list[tuple[str, str]]
+    unmatched_file: Path | None
+    by_id: int
+    by_name: int
+    manual: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The report, line by line."""
+        out = [f"roster: {self.roster_kind}; {self.by_id} learner(s) matched by LMS id, {self.by_name} by name"]
+        if self.manual:
+            out.append(self.manual)
+        out.append(f"wrote {self.rows} rows to {self.output}: {self.missing} missing, {self.late} late "
+                   f"({self.penalised} penalised), {self.waiting} waiting for manual grading, "
+                   f"{self.not_graded} not graded (grade left empty)")
+        out += [f"warning: {w}" for w in self.warnings]
+        if self.unmatched:
+            out.append(f"warning: {len(self.unmatched)} learner(s) with submissions are not in the export, "
+                       f"listed in {self.unmatched_file}:")
+            out += [f"  {name}: {why}" for name, why in self.unmatched]
+        return out
+
+
+def _assignments(results: list[GradeResult], chosen: list[str] | None) -> list[str]:
+    known = sorted({r.assignment for r in results if r.assignment})
+    if not chosen:
+        return known
+    unknown = [a for a in chosen if a not in known]
+    if unknown:
+        raise UsageError(f"no results for {', '.join(unknown)} in this --out folder; it has {', '.join(known) or 'none'}")
+    return list(chosen)
+
+
+def _plain_rows(pairs, assignments: list[str], columns: list[str], grades) -> list[list[str]]:
+    """The header and rows of the plain format for ``pairs`` of (name, lms id, learner or None)."""
+    many = len(assignments) > 1
+
+    def label(what: str, assignment: str) -> str:
+        return f"{assignment} {what}" if many else what
+
+    header = ["student", "lms_id", *assignments, *columns]
+    for a in assignments:
+        header += [label("status", a), label("submitted_at", a), label("late_days", a), label("penalty", a)]
+    rows = [header]
+    for name, lms_id, learner in pairs:
+        gs = {a: grades(learner, a) for a in assignments}
+        cells = {k: v for g in gs.values() for k, v in g.cells.items()}
+        row = [name, lms_id, *(_number(gs[a].score) for a in assignments), *(_number(cells.get(c)) for c in columns)]
+        for a in assignments:
+            row += [gs[a].status, gs[a].submitted_at, str(gs[a].days_late), _number(gs[a].penalty)]
+        rows.append(row)
+    return rows
+
+
+def _csv_bytes(rows: list[list[str]]) -> bytes:
+    buffer = io.StringIO(newline="")
+    csv.writer(buffer).writerows(rows)
+    return buffer.getvalue().encode("utf-8")
+
+
+def _lms_rows(fmt: str, matching: Matching, roster: Roster | None, assignments: list[str],
+              grades, max_scores: dict[str, float], names: dict[str, str], moodle_id: str) -> list[list[str]]:
+    """The header and rows of the Canvas or Moodle import file."""
+    if fmt == "canvas":
+        header = CANVAS_COLUMNS + [_canvas_header(a, roster, names) for a in assignments]
+        rows = [header, ["Points Possible", "", "", "", ""] + [_number(max_scores.get(a)) for a in assignments]]
+        for entry, learners in matching.rows:
+            ids = entry.fields or {"Student": entry.name, "ID": entry.lms_id}
+            rows.append([ids.get(c, "") for c in CANVAS_COLUMNS]
+                        + [_number(grades(learners[0] if learners else None, a).score) for a in assignments])
+        return rows
+    column = {"email": "Email address", "idnumber": "ID number"}[moodle_id]
+    rows = [[column, "First name", "Last name"] + [names.get(a, a) for a in assignments]]
+    for entry, learners in matching.rows:
+        first, last = entry.fields.get("First name", ""), entry.fields.get("Last name", "")
+        if not (first or last):
+            first = entry.name
+        rows.append([entry.fields.get(column, ""), first, last]
+                    + [_number(grades(learners[0] if learners else None, a).score) for a in assignments])
+    return rows
+
+
+def _check_lms(fmt: str, roster: Roster | None, moodle_id: str) -> list[str]:
+    """Refuse an LMS format the roster cannot key; return warnings for entries without a key."""
+    if fmt == "moodle":
+        column = {"email": "Email address", "idnumber": "ID number"}[moodle_id]
+        if roster is None or not any(e.fields.get(column) for e in roster.entries):
+            raise UsageError(f"--format moodle keys learners by {column}, and "
+                             + ("no --roster was given" if roster is None else f"the roster {roster.path} has none")
+                             + "; give Moodle's grades or participants export as --roster (or choose "
+                             "--moodle-id email|idnumber to match the column it has)")
+        blank = [e.name for e in roster.entries if not e.fields.get(column)]
+        return [f"{len(blank)} roster learner(s) have no {column}, so Moodle cannot place their row: "
+                + ", ".join(blank[:10])] if blank else []
+    if fmt == "canvas" and (roster is None or roster.kind != "canvas"):
+        return ["without Canvas' gradebook export as --roster, rows carry only the name and the Canvas user ID "
+                "from the submissions (or the roster); Canvas needs the ID (or an SIS id) to place a row"]
+    return []
+
+
+def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str | None = None,
+           manual_path: Path | str | None = None, late_policy: str = "none", due: str | None = None,
+           missing: str = "blank", output: Path | str | None = None, assignments: list[str] | None = None,
+           column_names: dict[str, str] | None = None, moodle_id: str = "email") -> ExportReport:
+    """Write the grades of ``out_dir`` in an LMS's import format (see the module's docstring).
+
+    Args:
+        out_dir: a ``grade --out`` folder.
+        fmt: ``canvas``, ``moodle`` or ``plain``.
+        roster_path: the class list (Canvas, Moodle or plain CSV); default: the learners with results.
+        manual_path: the instructor's manual-scores file, merged first (also into ``grades.csv`` and
+            the feedback pages).
+        late_policy: ``none``, ``zero`` or ``per-day:P[,grace:H]``.
+        due: the due date-time (ISO); default: the LMS's late marks decide.
+        missing: ``blank`` or ``zero``: the grade of a roster learner without a submission.
+        output: the file to write; default ``<out>/export-<fmt>.csv``.
+        assignments: which assignments (default: all with results).
+        column_names: assignment -> LMS column header (Canvas: ``Name (id)``; Moodle: the grade item).
+        moodle_id: the identifier column of the Moodle file, ``email`` or ``idnumber``.
+
+    Raises:
+        UsageError: a bad option, folder or roster; :class:`autograder.manual.ManualScoresError` for
+            a manual-scores file that does not fit the results.
+    """
+    out_dir = Path(out_dir)
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if missing not in ("blank", "zero"):
+        raise UsageError(f"--missing {missing!r}: choose blank or zero")
+    if moodle_id not in ("email", "idnumber"):
+        raise UsageError(f"--moodle-id {moodle_id!r}: choose email or idnumber")
+    policy, due_at = parse_late_policy(late_policy), parse_due(due)
+    if not (out_dir / "results").is_dir():
+        raise UsageError(f"{out_dir} has no results/ folder: give the --out folder that `grade` wrote")
+    roster = read_roster(roster_path) if roster_path else None
+    warnings = _check_lms(fmt, roster, moodle_id)
+    manual_line = ""
+    if manual_path:
+        merged = merge_manual_scores(out_dir, manual_path)
+        results, manual_line = merged.results, merged.summary(manual_path)
+    else:
+        results = load_results(out_dir)
+    chosen = _assignments(results, assignments)
+    results = [r for r in results if r.assignment in chosen]
+    learners = learners_of(results)
+    matching = match_roster(roster, learners) if roster else roster_from_results(learners)
+    max_scores = {r.assignment: r.max_score for r in results if r.graded and r.max_score is not None}
+    columns = cell_columns(results)
+    cache: dict[tuple[str, str], Grade] = {}
+
+    def grades(learner: Learner | None, assignment: str) -> Grade:
+        key = (learner.key if learner else "", assignment)
+        if learner is None or key not in cache:
+            grade = grade_of(learner.results.get(assignment) if learner else None, due=due_at, policy=policy,
+                             missing=missing)
+            if learner is None:
+                return grade
+            cache[key] = grade
+        return cache[key]
+
+    for entry, matched in matching.rows:
+        if len(matched) > 1:
+            warnings.append(f"{entry.name} (roster line {entry.line}) matches several learners: "
+                            f"{', '.join(m.key for m in matched)}; the first is exported, the others are listed "
+                            "as not on the roster")
+            matching.unmatched += [(m, f"a second learner for roster entry {entry.name}") for m in matched[1:]]
+            del matched[1:]
+    output = Path(output) if output else out_dir / f"export-{fmt}.csv"
+    if fmt == "plain":
+        rows = _plain_rows([(e.name, e.lms_id, m[0] if m else None) for e, m in matching.rows], chosen, columns,
+                           grades)
+    else:
+        rows = _lms_rows(fmt, matching, roster, chosen, grades, max_scores, column_names or {}, moodle_id)
+    write_atomically(output, _csv_bytes(rows))
+    unmatched_file = None
+    if matching.unmatched:
+        unmatched_file = output.with_name(f"{output.stem}-not-on-roster.csv")
+        extra = _plain_rows([(x.name, x.lms_id, x) for x, _ in matching.unmatched], chosen, columns, grades)
+        extra[0].append("why")
+        for row, (_, why) in zip(extra[1:], matching.unmatched):
+            row.append(why)
+        write_atomically(unmatched_file, _csv_bytes(extra))
+    exported = [grades(m[0] if m else None, a) for _, m in matching.rows for a in chosen]
+    return ExportReport(output, roster.kind if roster else "none (every learner with a result)",
+                        len(matching.rows), sum(g.status == MISSING for g in exported),
+                        sum(g.days_late > 0 for g in exported), sum(g.penalty > 0 for g in exported),
+                        sum(g.status.startswith("needs manual") for g in exported),
+                        sum(g.status.startswith("not graded") for g in exported),
+                        [(x.key, why) for x, why in matching.unmatched], unmatched_file,
+                        matching.by_id, matching.by_name, manual_line, warnings)
