@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 JOBS ?= 2
 
-.PHONY: setup book site-assets exercises normalize test bench gpu-results clean
+.PHONY: setup book site-assets exercises normalize translations test bench gpu-results clean
 
 setup: $(VENV)/.installed
 
@@ -28,8 +28,17 @@ exercises: setup
 site-assets: setup
 	$(PY) site/fetch_assets.py
 
+# The English site in _build/html, then the Chinese one in _build/html/zh from zh/ (regenerated from
+# the English pages and locales/; its chapters reuse the English execution cache, so nothing runs twice).
 book: setup exercises site-assets
+	$(PY) -m autograder i18n build
 	$(VENV)/bin/jupyter-book build . --warningiserror --keep-going
+	$(PY) -m autograder i18n html
+
+# After editing English prose: merge it into the Chinese catalogues (new paragraphs untranslated,
+# changed ones fuzzy), then show what is left to translate.
+translations: setup
+	$(PY) -m autograder i18n update
 
 test: setup
 	$(PY) -m pytest -n $(JOBS)

@@ -96,6 +96,17 @@ def _parser() -> argparse.ArgumentParser:
     merge.add_argument("--manual-scores", type=Path, metavar="FILE",
                        help="the instructor's hand-grading CSV, merged into the combined grades.csv and feedback")
 
+    i18n = commands.add_parser(
+        "i18n", help="the Chinese edition: catalogues, the zh/ book, checks",
+        description="update: merge the English prose into locales/zh_CN/LC_MESSAGES/*.po (new paragraphs "
+                    "untranslated, changed ones fuzzy); status: count what is translated; build: write zh/ "
+                    "from the English pages and the catalogues; check: exit 1 on untranslated, fuzzy or "
+                    "damaged translations, a stale zh/ or code that differs; html OUT: build the Chinese "
+                    "site into OUT/_build/html/zh after the English one was built into OUT.")
+    i18n.add_argument("action", choices=("update", "status", "build", "check", "html"))
+    i18n.add_argument("out", nargs="?", type=Path, default=None, metavar="OUT",
+                      help="for html: the --path-output of the English build (default: the repository)")
+
     validate = commands.add_parser(
         "validate", help="check a notebook before submitting it",
         description="Run a notebook the way the grader will, with the visible tests only, and say "
@@ -295,6 +306,30 @@ def _merge(args: argparse.Namespace) -> int:
     return 0 if all(r.graded for r in results) else 1
 
 
+def _i18n(args: argparse.Namespace) -> int:
+    from autograder import i18n
+
+    if args.action == "update":
+        print(i18n.dump_status(i18n.update(args.root)))
+        return 0
+    if args.action == "status":
+        print(i18n.dump_status(i18n.status(args.root)))
+        return 0
+    if args.action == "build":
+        written = i18n.build(args.root)
+        print(f"wrote {len(written)} file{'s' if len(written) != 1 else ''} under {args.root / i18n.ZH_ROOT}")
+        return 0
+    if args.action == "html":
+        done = i18n.build_html(args.out or args.root, args.root, extra_args=("--warningiserror", "--keep-going"))
+        print(done.stdout[-3000:] + done.stderr[-3000:] if done.returncode else
+              f"the Chinese site is in {(args.out or args.root) / '_build' / 'html' / 'zh'}")
+        return done.returncode
+    found = i18n.problems(args.root) + [f"{path.relative_to(args.root)} is not what `i18n build` writes: run it"
+                                         for path in i18n.stale_outputs(args.root)]
+    print("\n".join(found) if found else "the Chinese edition is complete and matches the English one")
+    return 1 if found else 0
+
+
 def _validate_isolation_note() -> None:
     """A learner's check gets one line, not the grader's warnings, when the kernel cannot be isolated
     (e.g. on Colab, or not as root): the visible tests and their verdicts are the same either way."""
@@ -324,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.root = args.root.resolve()
     handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade, "merge": _merge,
-                "nbgrader": _nbgrader, "validate": _validate, "release": _release}
+                "nbgrader": _nbgrader, "i18n": _i18n, "validate": _validate, "release": _release}
     handlers.update(grade=_grade_and_merge_manual_scores, export=_export)
     try:
         return handlers[args.command](args)

@@ -56,6 +56,19 @@ def test_exercises_are_in_sync_with_solutions(assignment, tmp_path):
         f"exercises/{assignment} is out of date with solutions/{assignment}; run `make exercises`")
 
 
+def _with_answers(exercise: Path, solution: Path) -> str:
+    """``exercise`` with each solution cell's source taken from ``solution`` (matched by grade id):
+    what a learner who worked in that notebook hands in."""
+    answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in read_notebook(solution).cells
+               if cell.metadata.get("nbgrader", {}).get("solution")}
+    nb = read_notebook(exercise)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in answers:
+            cell.source = answers[grade_id]
+    return dumps_normalized(nb)
+
+
 @pytest.fixture(scope="module")
 def round_trip(request, tmp_path_factory):
     """Grade the solution and the released blank exercise of one assignment in one run."""
@@ -66,6 +79,13 @@ def round_trip(request, tmp_path_factory):
     def run(work: Path) -> dict:
         for student, folder in (("solution", "solutions"), ("blank", "exercises")):
             shutil.copytree(ROOT / folder / assignment, work / "submissions" / student / assignment)
+        # The Chinese edition: its blank exercise, and the same notebook with the solution's answers typed in.
+        shutil.copytree(ROOT / "zh" / "exercises" / assignment, work / "submissions" / "zh-blank" / assignment)
+        for notebook in (ROOT / "zh" / "exercises" / assignment).glob("*.ipynb"):
+            target = work / "submissions" / "zh-solution" / assignment / notebook.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(_with_answers(notebook, ROOT / "solutions" / assignment / notebook.name),
+                              encoding="utf-8")
         results = grade(work / "submissions", assignment, work / "out", root=ROOT, progress=False)
         return {r.student: dataclasses.asdict(r) for r in results}
 
@@ -75,8 +95,9 @@ def round_trip(request, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("round_trip", ASSIGNMENTS, indirect=True)
-def test_solution_autogrades_to_full_marks(round_trip):
-    result = round_trip["solution"]
+@pytest.mark.parametrize("student", ["solution", "zh-solution"])
+def test_solution_autogrades_to_full_marks(round_trip, student):
+    result = round_trip[student]
     assert result.status == "graded", result.status
     autograded = {cell: score for cell, score in result.cells.items() if score is not None}
     assert autograded, "the assignment has no autograded cells"
@@ -87,8 +108,9 @@ def test_solution_autogrades_to_full_marks(round_trip):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("round_trip", ASSIGNMENTS, indirect=True)
-def test_blank_exercise_autogrades_to_zero(round_trip):
-    result = round_trip["blank"]
+@pytest.mark.parametrize("student", ["blank", "zh-blank"])
+def test_blank_exercise_autogrades_to_zero(round_trip, student):
+    result = round_trip[student]
     assert result.status == "graded", f"the blank exercise must grade without crashing: {result.status}"
     earned = {cell: score for cell, score in result.cells.items() if score}
     assert not earned, f"the blank exercise earns points in {earned}; those tests pass without any code"

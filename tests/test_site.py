@@ -53,6 +53,8 @@ REFS = {BRANCH, CONFIG["repository"].get("release") or BRANCH}
 PAGE_TIMEOUT_S = 60
 TOC_PAGES = _toc_files()
 EXTRA_PAGES = ["genindex", "search"]
+# The Chinese site (zh/ below the root) has the same pages, built from zh/ (autograder/i18n.py).
+ZH = "zh/"
 
 
 # --- A minimal WebDriver client -------------------------------------------------------------------
@@ -353,12 +355,35 @@ def _check_page(browser, site, visited, page):
 # --- Tests ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stem", TOC_PAGES + EXTRA_PAGES)
+@pytest.mark.parametrize("stem", TOC_PAGES + EXTRA_PAGES + [ZH + stem for stem in TOC_PAGES + EXTRA_PAGES])
 def test_page_loads_cleanly(browser, site, visited, stem):
     """No failed request, no console error, nothing from other sites, math typeset, images, widgets, links."""
     report = _check_page(browser, site, visited, stem + ".html")
-    if stem in TOC_PAGES:
+    if stem.removeprefix(ZH) in TOC_PAGES:
         assert report["article"] > 200, f"{stem}.html shows (almost) no content"
+
+
+@pytest.mark.parametrize("stem", TOC_PAGES)
+def test_the_language_switch_leads_to_the_same_page_in_the_other_language(browser, site, stem):
+    for page, other in ((stem + ".html", ZH + stem + ".html"), (ZH + stem + ".html", stem + ".html")):
+        browser.get(site.url(page))
+        href = None
+        for _ in range(50):
+            href = browser.run("const a = document.querySelector('a.course-language-switch');"
+                               "return a && a.offsetParent !== null ? a.href : null;")
+            if href:
+                break
+            time.sleep(0.1)
+        assert href == site.url(other), f"{page}: the language switch leads to {href}, not {site.url(other)}"
+
+
+def test_the_chinese_pages_are_chinese(site):
+    for stem in TOC_PAGES:
+        if stem == "book/references":      # the bibliography itself stays as the papers are titled
+            continue
+        words = _article_text(site.root / ZH / (stem + ".html"))
+        chinese = len(re.findall(r"[\u4e00-\u9fff]", words))
+        assert chinese > len(words) / 10, f"{ZH}{stem}.html has little Chinese text ({chinese} characters)"
 
 
 def test_site_root_redirects_to_the_introduction(browser, site, visited):
@@ -380,7 +405,7 @@ def test_every_built_page_loads_cleanly(browser, site, visited):
     """Pages that are not in the table of contents (there should be none besides the indexes) too."""
     pages = sorted(p.relative_to(site.root).as_posix() for p in site.root.rglob("*.html")
                    if not {"_static", "_sources", "_images"} & set(p.relative_to(site.root).parts))
-    expected = {stem + ".html" for stem in TOC_PAGES + EXTRA_PAGES + ["index"]}
+    expected = {prefix + stem + ".html" for stem in TOC_PAGES + EXTRA_PAGES + ["index"] for prefix in ("", ZH)}
     failures = []
     for page in pages:
         if page in expected:
@@ -436,9 +461,12 @@ def test_colab_links_open_notebooks_of_this_repository(browser, site, visited):
                 problems.append(f"{page}: {link} opens {path}, which is not in the repository")
             elif _git_ignored(path):
                 problems.append(f"{page}: {link} opens {path}, which git ignores, so it is not on {BRANCH}")
-    # Every notebook page has a Colab button that opens that very notebook.
-    for stem in TOC_PAGES:
+    # Every notebook page, in both languages, has a Colab button that opens that very notebook.
+    for stem in TOC_PAGES + [ZH + stem for stem in TOC_PAGES]:
         if (ROOT / (stem + ".ipynb")).is_file():
+            if stem + ".html" not in visited:
+                _check_page(browser, site, visited, stem + ".html")
+                links = _launch_links(site, visited)
             own = [link for link in links.get(stem + ".html", []) if "colab.research.google.com" in link
                    and _notebook_of(link)[2] == stem + ".ipynb"]
             if not own:
@@ -454,13 +482,32 @@ def _git_ignored(path: str) -> bool:
     return result.returncode == 0
 
 
-def _article_words(path: Path) -> collections.Counter:
+def _article_text(path: Path) -> str:
+    """The prose of a page's article (no code, scripts or styles), lower-cased."""
     text = path.read_text(encoding="utf-8", errors="replace")
     text = text.split("<article", 1)[-1].split("</article>", 1)[0]
     text = re.sub(r"<(script|style)\b.*?</\1>", " ", text, flags=re.S)
     text = re.sub(r"<pre\b.*?</pre>", " ", text, flags=re.S)  # prose, not code
-    text = html.unescape(re.sub(r"<[^>]+>", " ", text)).lower()
-    return collections.Counter(re.findall(r"\b[a-z]{7,}\b", text))
+    return html.unescape(re.sub(r"<[^>]+>", " ", text)).lower()
+
+
+def _article_words(path: Path) -> collections.Counter:
+    return collections.Counter(re.findall(r"\b[a-z]{7,}\b", _article_text(path)))
+
+
+def _search(browser, site, search_page: str, term: str) -> list[str]:
+    """The result links the site's search page lists for ``term``."""
+    browser.get(site.url(search_page + "?q=" + urllib.parse.quote(term)))
+    return browser.run_async(r"""
+        const done = arguments[arguments.length - 1];
+        (async () => {
+          for (let i = 0; i < 200; i++) {
+            const status = document.querySelector('#search-results .search-summary, p.search-summary');
+            if (status && status.textContent.trim()) break;
+            await new Promise(r => setTimeout(r, 100));
+          }
+          done(Array.from(document.querySelectorAll('#search-results a')).map(a => a.href));
+        })();""")
 
 
 def test_search_finds_each_chapter_by_a_term_in_it(browser, site):
@@ -472,17 +519,30 @@ def test_search_finds_each_chapter_by_a_term_in_it(browser, site):
         elsewhere = set().union(*(words[other] for other in chapters if other != stem))
         own = [(count, word) for word, count in words[stem].items() if word not in elsewhere]
         term = max(own or [(count, word) for word, count in words[stem].items()])[1]
-        browser.get(site.url("search.html?q=" + urllib.parse.quote(term)))
-        found = browser.run_async(r"""
-            const done = arguments[arguments.length - 1];
-            (async () => {
-              for (let i = 0; i < 200; i++) {
-                const status = document.querySelector('#search-results .search-summary, p.search-summary');
-                if (status && status.textContent.trim()) break;
-                await new Promise(r => setTimeout(r, 100));
-              }
-              done(Array.from(document.querySelectorAll('#search-results a')).map(a => a.href));
-            })();""")
+        found = _search(browser, site, "search.html", term)
+        if not any(urllib.parse.urlsplit(href).path == f"/{stem}.html" for href in found):
+            problems.append(f"searching {term!r} (a word of {stem}) does not list {stem}.html; results: {found[:8]}")
+    assert not problems, "\n".join(problems)
+
+
+def _chinese_words(path: Path) -> collections.Counter:
+    """The Chinese words of a page's prose, cut as the site's search index cuts them (jieba)."""
+    import jieba
+
+    return collections.Counter(w for w in jieba.cut_for_search(_article_text(path))
+                               if len(w) >= 2 and re.fullmatch(r"[\u4e00-\u9fff]+", w))
+
+
+def test_search_of_the_chinese_site_finds_each_chapter_by_a_chinese_word(browser, site):
+    chapters = [ZH + stem for stem in TOC_PAGES if stem.startswith("book/") and re.match(r"\d\d-", Path(stem).name)]
+    words = {stem: _chinese_words(site.root / (stem + ".html")) for stem in chapters}
+    problems = []
+    for stem in chapters:
+        elsewhere = set().union(*(words[other] for other in chapters if other != stem))
+        own = [(count, word) for word, count in words[stem].items() if word not in elsewhere]
+        assert own, f"{stem}.html has no Chinese word of its own"
+        term = max(own)[1]
+        found = _search(browser, site, ZH + "search.html", term)
         if not any(urllib.parse.urlsplit(href).path == f"/{stem}.html" for href in found):
             problems.append(f"searching {term!r} (a word of {stem}) does not list {stem}.html; results: {found[:8]}")
     assert not problems, "\n".join(problems)
@@ -499,6 +559,10 @@ def test_screenshots(browser, site):
         shots["exercise"] = exercises[0] + ".html"
     shots["glossary"] = "book/glossary.html"
     shots["search"] = "search.html?q=attention"
+    shots["zh-intro"] = ZH + TOC_PAGES[0] + ".html"
+    if chapters:
+        shots["zh-chapter"] = ZH + chapters[min(1, len(chapters) - 1)] + ".html"
+    shots["zh-search"] = ZH + "search.html?q=" + urllib.parse.quote("注意力")
     saved = []
     for name, page in shots.items():
         browser.get(site.url(page))
