@@ -355,12 +355,12 @@ def _zh_toc(root: Path) -> str:
 
 def _zh_config(root: Path) -> str:
     """The English ``_config.yml`` with the Chinese title, language and paths that reach back to the
-    shared files (bibliography, static files, the site extension, the execution cache)."""
+    shared files (bibliography, static files, the site extension); the execution cache is set by
+    :func:`build_html`."""
     import yaml
 
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     config["title"] = translations(SITE_DOC, root).get(config["title"], config["title"])
-    config["exclude_patterns"] = [p for p in config.get("exclude_patterns", [])]
     config["bibtex_bibfiles"] = ["../" + p for p in config.get("bibtex_bibfiles", [])]
     config["html"]["favicon"] = "../" + config["html"]["favicon"]
     config["repository"]["path_to_book"] = ZH_ROOT
