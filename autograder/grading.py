@@ -75,6 +75,11 @@ _CANVAS_NAME = re.compile(r"^(?P<student>[^_]+)_(?P<late>LATE_)?(?P<id>\d+)_\d+_
 _MOODLE_FOLDER = re.compile(r"^(?P<student>.+?)_(?P<id>\d+)_assignsubmission_\w+?_?$")
 
 
+def learner_key(student: str, lms_id: str) -> str:
+    """A learner, uniquely: ``name #lms_id``, or the name where the LMS gave no id."""
+    return f"{student} #{lms_id}" if lms_id else student
+
+
 @dataclass
 class Submission:
     """One learner's work for one assignment.
@@ -112,7 +117,7 @@ class Submission:
     def learner(self) -> str:
         """Who this is, uniquely: the name, plus the LMS id when there is one (two learners with
         the same name and different ids stay two learners)."""
-        return f"{self.student} #{self.lms_id}" if self.lms_id else self.student
+        return learner_key(self.student, self.lms_id)
 
 
 @dataclass
@@ -166,7 +171,7 @@ class GradeResult:
     @property
     def learner(self) -> str:
         """The unique learner key, as :attr:`Submission.learner` (``name #lms_id`` or the name)."""
-        return f"{self.student} #{self.lms_id}" if self.lms_id else self.student
+        return learner_key(self.student, self.lms_id)
 
     @classmethod
     def from_dict(cls, data: dict) -> "GradeResult":
