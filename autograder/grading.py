@@ -47,6 +47,7 @@ from tqdm.auto import tqdm
 
 from autograder.course import UsageError, assignment_notebooks, list_assignments
 from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
+from autograder.mounts import kernel_library
 from autograder.notebooks import MAX_NOTEBOOK_BYTES, REPO_ROOT, NotebookError, clean_text, read_notebook
 from autograder.plan import (MANUAL, PACKAGED_EXERCISES, TASK, TEST, AssignmentPlan, PlanError, assemble,
                              load_plan, load_released_plan, released_assignments, released_folders,
@@ -708,7 +709,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
             assembly = assemblies.get(name) or assemble(nb_plan, _empty_notebook())
             if name not in learner:
                 assembly.notes.insert(0, f"You did not submit {name}.ipynb; the blank release was graded.")
-            kernel = SandboxedKernel(Path(workdir) / name, limits, slot)
+            kernel = SandboxedKernel(Path(workdir) / name, limits, slot, library=kernel_library(plan))
             try:
                 await referee.prepare()
                 await kernel.start()
@@ -1202,7 +1203,7 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
 
         referee = RefereeProcess(limits.memory_mb)
         with tempfile.TemporaryDirectory(prefix="autograder-validate-") as tmp:
-            kernel = SandboxedKernel(Path(tmp) / "kernel", limits, 0)
+            kernel = SandboxedKernel(Path(tmp) / "kernel", limits, 0, library=kernel_library(plan))
             try:
                 await referee.prepare()
                 await kernel.start()

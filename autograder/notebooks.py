@@ -190,7 +190,7 @@ def setup_cell_source(root: Path = REPO_ROOT) -> str:
         "import sys\n"
         'if "google.colab" in sys.modules:\n'
         f'    %pip install --quiet "{PACKAGE_NAME} @ git+{url}@{ref}"\n'
-        "from transformer_core.device import describe_device, pick_device\n"
+        "from course_runtime.device import describe_device, pick_device\n"
         "device = pick_device()\n"
         "print(describe_device(device))"
     )

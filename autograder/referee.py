@@ -4,11 +4,11 @@ A learner's code runs in a sandboxed kernel (:mod:`autograder.runner`). The test
 cell, visible and hidden parts together, runs here, in a separate process the learner's code cannot
 reach, started by the grader. A name the test uses but does not define (``attention``, ``answer_q1``,
 ``SelfAttention``) is looked up in the learner's kernel and comes back as data or as a proxy
-(:mod:`transformer_core.remote`); calling the proxy runs the learner's code in the kernel and
+(:mod:`course_runtime.remote`); calling the proxy runs the learner's code in the kernel and
 brings back its raw result. References, comparisons, hints and the verdict are computed here, so the
 only way to earn a test's points is to make the kernel return the right values. Nothing of a test's
 code travels to the kernel: only names, data and the public stand-ins of
-:func:`transformer_core.testing.standing_in`.
+:func:`course_runtime.testing.standing_in`.
 
 The grader and the referee talk over the referee's stdin and stdout, one JSON object per line:
 
@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-from transformer_core import remote, wire
+from course_runtime import remote, wire
 
 HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 MAX_REASON_CHARS = 4000

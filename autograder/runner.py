@@ -6,7 +6,7 @@ its status comes from the kernel's ``execute_reply`` (never from printed text), 
 reduced to text and capped, a cell that outlives its time limit is interrupted (and the kernel
 stopped if it does not respond), and a kernel that dies (``os._exit``, ``exit()``, a crash, the CPU
 limit) raises :class:`KernelStopped` with the reason. :meth:`SandboxedKernel.ask` sends one request
-to the grading agent in the kernel (:mod:`transformer_core.agent`, installed as the handler of a
+to the grading agent in the kernel (:mod:`course_runtime.agent`, installed as the handler of a
 message type of its own right after the kernel starts) and returns its raw answer.
 
 Everything the kernel sends is bounded: one message at most :data:`MAX_MESSAGE_BYTES`, at most
@@ -40,13 +40,13 @@ from jupyter_client.manager import AsyncKernelManager
 from autograder import sandbox
 from autograder.notebooks import clean_text
 from autograder.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, SEALED, KernelSpec, Limits
-from transformer_core.agent import REPLY_TYPE, REQUEST_TYPE
+from course_runtime.agent import REPLY_TYPE, REQUEST_TYPE
 
 # The largest message the grader accepts from a kernel; a bigger one is refused, not buffered.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # Messages a socket may hold before the grader reads them (the kernel's sends block or drop beyond).
 QUEUED_MESSAGES = 4
-INSTALL_AGENT = "__import__('transformer_core.agent', fromlist=['install']).install()"
+INSTALL_AGENT = "__import__('course_runtime.agent', fromlist=['install']).install()"
 INTERRUPT_GRACE_S = 5.0
 IOPUB_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 5.0
@@ -198,10 +198,13 @@ class SandboxedKernel:
         workdir: a fresh folder of the grader's for this kernel (connection file, sockets, log).
         limits: the resource limits.
         slot: the job slot (0 .. jobs-1), which picks the kernel's user id.
+        library: the reference modules the kernel may import (:func:`autograder.mounts.kernel_library`);
+            with isolation, only their files of ``transformer_core`` are mounted.
     """
 
-    def __init__(self, workdir: Path, limits: Limits, slot: int) -> None:
+    def __init__(self, workdir: Path, limits: Limits, slot: int, *, library: tuple[str, ...] = ()) -> None:
         self.workdir = Path(workdir)
+        self.library = tuple(library)
         self.limits = limits
         self.isolated = sandbox.can_isolate()
         self.slot = slot
@@ -230,12 +233,13 @@ class SandboxedKernel:
         (learner_dir / "tmp").mkdir(parents=True)
         new_root = self.workdir / "root"
         new_root.mkdir()
+        hidden, library = sandbox.library_mounts(self.library) if self.isolated else ([], [])
         spec = KernelSpec(
             argv=[sys.executable, "-c", KERNEL_BOOTSTRAP, *KERNEL_ARGUMENTS, "-f"],
             env=sandbox.kernel_environment(shared, isolate=self.isolated, workdir=learner_dir),
             limits=asdict(self.limits), isolate=self.isolated, uid=sandbox.kernel_uid(self.slot),
             workdir=str(learner_dir), shared=str(shared), new_root=str(new_root),
-            read_only=sandbox.readable_roots() if self.isolated else [])
+            read_only=sandbox.readable_roots() if self.isolated else [], hidden=hidden, library=library)
         spec_path = self.workdir / "sandbox.json"
         spec_path.write_text(json.dumps(asdict(spec)), encoding="utf-8")
         self.km = AsyncKernelManager(transport="ipc", ip=str(shared / "s"),

@@ -23,7 +23,7 @@ With **full isolation** (Linux, run as root: a course server or a container) the
 
 Elsewhere (macOS, or Linux without root) only the rlimits, a fresh working folder and a minimal
 environment apply; :func:`isolation_warnings` says what is missing, and the grader prints it at
-start-up. The kernel imports the grading agent (:mod:`transformer_core.agent`) before any learner
+start-up. The kernel imports the grading agent (:mod:`course_runtime.agent`) before any learner
 code runs; the tests themselves never run in the kernel (see ``autograder/referee.py``).
 """
 
@@ -48,7 +48,7 @@ UID_BASE = 2_000_000
 # What the kernel runs: the grading agent and the test helpers are loaded (torch with them) before
 # the kernel accepts any learner code, so that each request is quick.
 KERNEL_BOOTSTRAP = (
-    "import transformer_core.agent, transformer_core.testing\n"
+    "import course_runtime.agent, course_runtime.testing\n"
     "from ipykernel import kernelapp\n"
     "kernelapp.launch_new_instance()\n"
 )
@@ -122,6 +122,8 @@ class KernelSpec:
         uid: the unprivileged user id the kernel runs as (with ``isolate``).
         workdir: the kernel's working folder without ``isolate``.
         read_only: host folders bound read-only into the sandbox (with ``isolate``).
+        hidden: host folders covered by an empty read-only tmpfs after ``read_only`` is bound.
+        library: host files bound read-only back into a hidden folder.
         shared: the host folder holding the connection file and the kernel's Unix sockets, bound
             read-write at the same path (with ``isolate``).
         new_root: an empty host folder used as the mount point of the sandbox's root.
@@ -136,6 +138,8 @@ class KernelSpec:
     shared: str
     new_root: str
     read_only: list[str] = field(default_factory=list)
+    hidden: list[str] = field(default_factory=list)
+    library: list[str] = field(default_factory=list)
 
 
 # --- What this platform can enforce ---------------------------------------------------------------
@@ -198,19 +202,32 @@ def isolation_warnings() -> list[str]:
 
 
 def readable_roots() -> list[str]:
-    """The host folders a sandboxed kernel needs, read-only: system, Python, packages, the library."""
+    """The host folders a sandboxed kernel needs, read-only: system, Python, packages and the
+    learner-side runtime (:mod:`course_runtime`). The reference library is not among them: see
+    :func:`library_mounts`."""
     import site
 
-    import transformer_core
+    import course_runtime
 
     candidates = [*_SYSTEM_FOLDERS, sys.base_prefix, sys.prefix, sys.exec_prefix,
-                  *site.getsitepackages(), str(Path(transformer_core.__file__).resolve().parent)]
+                  *site.getsitepackages(), str(Path(course_runtime.__file__).resolve().parent)]
     roots: list[str] = []
     for path in candidates:
         path = os.path.realpath(path) if not os.path.islink(path) else path
         if os.path.lexists(path) and path not in roots:
             roots.append(path)
     return roots
+
+
+def library_mounts(library: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """``(hidden, files)``: the reference library's folder, which the sandbox covers with an empty
+    read-only tmpfs (it may lie inside a mounted site-packages), and the files of the modules in
+    ``library`` mounted back into it (none for most assignments: see :mod:`autograder.mounts`)."""
+    from autograder.mounts import library_files
+
+    import transformer_core
+
+    return [str(Path(transformer_core.__file__).resolve().parent)], library_files(library)
 
 
 def kernel_environment(shared: Path, *, isolate: bool, workdir: Path) -> dict[str, str]:
@@ -310,6 +327,12 @@ def _build_root(libc, spec: KernelSpec, limits: Limits) -> None:
     _mount(libc, "tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={limits.disk_mb}m,mode=0755")
     for path in spec.read_only:
         _bind(libc, root, path)
+    for folder in spec.hidden:  # the reference library: empty but for the modules the kernel needs
+        os.makedirs(root + folder, exist_ok=True)
+        _mount(libc, "tmpfs", root + folder, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=64k,mode=0755")
+        for path in spec.library:
+            _bind(libc, root, path)
+        _mount(libc, None, root + folder, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     for device in _DEVICES:
         if os.path.exists(device):
             _bind(libc, root, device, writable=True)

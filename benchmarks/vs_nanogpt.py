@@ -34,9 +34,9 @@ import torch
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from transformer_core.data import tiny_shakespeare  # noqa: E402
+from course_runtime.data import tiny_shakespeare  # noqa: E402
 from transformer_core.bench import device_name  # noqa: E402
-from transformer_core.device import pick_device  # noqa: E402
+from course_runtime.device import pick_device  # noqa: E402
 
 NANOGPT_ARGS = {
     "cpu": ["config/train_shakespeare_char.py", "--device=cpu", "--compile=False", "--eval_iters=20",
@@ -107,7 +107,7 @@ def _step_rows(checkout: pathlib.Path, device, *, shape: str | dict = "gpt2-smal
     """The step recipe: nanoGPT's bench.py, then this project's step without and with clipping
     (``shape`` and ``compile`` are for tests; nanoGPT's side is always its own GPT-2-small run)."""
     from transformer_core.bench import bench_train_step
-    from transformer_core.device import peak_flops
+    from course_runtime.device import peak_flops
 
     _, out = _timed([sys.executable, "bench.py", *NANOGPT_BENCH_ARGS], checkout)
     found = BENCH_LINE.findall(out)

@@ -278,7 +278,7 @@ def test_feedback_never_shows_the_graders_paths(tmp_path):
     from autograder.notebooks import REPO_ROOT
 
     leak = (f'Traceback: File "{tempfile.gettempdir()}/autograder-abc/runs/00003/fixture/k.py", line 4\n'
-            f"  {REPO_ROOT}/transformer_core/testing.py:120 in check_close\n  cwd /home/learner/data.txt")
+            f"  {REPO_ROOT}/course_runtime/testing.py:120 in check_close\n  cwd /home/learner/data.txt")
     cell = RunCell(kind=TEST, key="test_x", cell_type="code", source="x = 1", shown="x = 1", points=1.0,
                    origin="course")
     page = render_feedback(student="ann", assignment="01-a", notebook="fixture", cells=[cell],

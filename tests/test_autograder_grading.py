@@ -135,16 +135,16 @@ def build_submissions(course: Path, subs: Path, out: Path, port: int) -> None:
             cell["metadata"]["nbgrader"]["points"] = 100
     put("metadata", edited(solution, {"softmax": WRONG_SOFTMAX}, rewrite_metadata))
     put("monkeypatch", with_softmax(
-        WRONG_SOFTMAX + "\nimport numpy, transformer_core.testing as t\n"
+        WRONG_SOFTMAX + "\nimport numpy, course_runtime.testing as t\n"
         "torch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
         "numpy.allclose = lambda *a, **k: True\nt.check_close = lambda *a, **k: None\n"
         "check_close = lambda *a, **k: None\n"))
     put("early_patch", edited(solution, {"softmax": WRONG_SOFTMAX, "co-70bbb313fe": (
         "import torch\n_gt = torch.gt\n"
         "torch.gt = lambda a, b: _gt(a, b) if a.numel() < 4 else torch.zeros_like(a, dtype=torch.bool)\n"
-        "import importlib, transformer_core.testing\n"
-        "try:\n    importlib.reload(transformer_core.testing)\nexcept ImportError:\n    pass\n"
-        "from transformer_core.testing import check_close, forbid_shortcuts, seeded")}))
+        "import importlib, course_runtime.testing\n"
+        "try:\n    importlib.reload(course_runtime.testing)\nexcept ImportError:\n    pass\n"
+        "from course_runtime.testing import check_close, forbid_shortcuts, seeded")}))
     put("rigged", with_softmax(
         "class Rigged(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
         "    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
@@ -194,7 +194,7 @@ def build_submissions(course: Path, subs: Path, out: Path, port: int) -> None:
         "        sys.settrace(None)\n    return _hook\nsys.settrace(_hook)\nsys.setprofile(_hook)\n"
         "def softmax(x):\n    return x"))
     put("code_swap", with_softmax(
-        "import transformer_core.testing as _t\n_noop = lambda *a, **k: None\n"
+        "import course_runtime.testing as _t\n_noop = lambda *a, **k: None\n"
         "for _name in ('check_close', 'check_shape', 'check_tensor', 'check_answer'):\n"
         "    getattr(_t, _name).__code__ = _noop.__code__\n"
         "def softmax(x):\n    return x", "def scale(scores, d_k):\n    return scores"))
@@ -210,7 +210,7 @@ def build_submissions(course: Path, subs: Path, out: Path, port: int) -> None:
     put("history", with_softmax(GOOD_SOFTMAX, GOOD_SCALE + "\nimport sys\n"
         "hist = '\\n'.join(get_ipython().history_manager.input_hist_raw)\n"
         "print(hist.replace(' ', '\\u00a0').replace('_', '\\u200b_'))\n"
-        "print([str(v)[:2000] for v in vars(sys.modules['transformer_core.agent']).values()])"))
+        "print([str(v)[:2000] for v in vars(sys.modules['course_runtime.agent']).values()])"))
     put("a:b", solution.read_text(encoding="utf-8"))                                  # same folder once:
     put("a_b", blank.read_text(encoding="utf-8"))                                     # a:b and a_b
     for lms_id, source in (("101", solution), ("202", blank)):                        # Moodle namesakes

@@ -12,7 +12,8 @@ import sys
 import pytest
 import torch
 
-from transformer_core import bench, data
+from course_runtime import data
+from transformer_core import bench
 from transformer_core.complexity import flops_per_token
 from transformer_core.models import TransformerConfig
 from transformer_core.__main__ import main
@@ -248,7 +249,7 @@ def test_vs_nanogpt_step_recipe_reads_nanogpt_bench_and_rescales_its_mfu(tmp_pat
     monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
     import vs_nanogpt
     (tmp_path / "bench.py").write_text("print('time per iteration: 36.4000ms, MFU: 123.40%')\n")
-    monkeypatch.setattr("transformer_core.device.peak_flops", lambda device, dtype: 989e12)
+    monkeypatch.setattr("course_runtime.device.peak_flops", lambda device, dtype: 989e12)
     shape = dict(n_layers=1, n_heads=2, d_model=16, block_size=8, batch_size=2, bias=False)
     rows = "\n".join(vs_nanogpt._step_rows(tmp_path, torch.device("cpu"), shape=shape, compile=False))
     assert "| 36.4 | 38.9% |" in rows                       # 123.4% of 312 TFLOP/s is 38.9% of 989

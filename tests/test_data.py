@@ -1,4 +1,4 @@
-"""transformer_core.data: tokenizer, verified downloads, corpora, batches and synthetic tasks."""
+"""course_runtime.data: tokenizer, verified downloads, corpora, batches and synthetic tasks."""
 
 import hashlib
 import pathlib
@@ -6,7 +6,7 @@ import pathlib
 import pytest
 import torch
 
-from transformer_core import data
+from course_runtime import data
 
 SHAKESPEARE = pathlib.Path("/work/shared/data/tinyshakespeare.txt")
 needs_shakespeare = pytest.mark.skipif(not SHAKESPEARE.is_file(), reason="no local Tiny Shakespeare copy")

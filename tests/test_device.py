@@ -1,9 +1,9 @@
-"""transformer_core.device: device choice, autocast dtype, description, peak FLOP/s table, seeding."""
+"""course_runtime.device: device choice, autocast dtype, description, peak FLOP/s table, seeding."""
 
 import pytest
 import torch
 
-from transformer_core import device as dev
+from course_runtime import device as dev
 
 NO_GPU = not torch.cuda.is_available() and not dev._mps_available()
 

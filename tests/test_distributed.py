@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from transformer_core import data
+from course_runtime import data
 
 LOSS_LINE = re.compile(r"^step\s+(\d+): train loss ([\d.]+), val loss ([\d.]+)$", re.M)
 

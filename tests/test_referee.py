@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from autograder.referee import Referee, public_view
-from transformer_core import agent, remote, wire
-from transformer_core.testing import ShortcutError
+from course_runtime import agent, remote, wire
+from course_runtime.testing import ShortcutError
 
 
 # --- wire ---------------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def notebook(monkeypatch):
 
     referee = Referee(lambda: inbox.pop(0), send)
     referee.start(["import torch", "import torch.nn as nn",
-                   "from transformer_core.testing import check_close, check_answer, forbid_shortcuts, "
+                   "from course_runtime.testing import check_close, check_answer, forbid_shortcuts, "
                    "standing_in, gradients, in_kernel, build"])
     return referee, main
 

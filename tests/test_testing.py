@@ -1,11 +1,11 @@
-"""transformer_core.testing: what notebook test cells rely on to judge a learner's work."""
+"""course_runtime.testing: what notebook test cells rely on to judge a learner's work."""
 
 import sys
 
 import pytest
 import torch
 
-from transformer_core.testing import (ShortcutError, check_answer, check_close, check_shape, explain_errors,
+from course_runtime.testing import (ShortcutError, check_answer, check_close, check_shape, explain_errors,
                                       check_tensor, forbid_shortcuts, gradients, seeded, standing_in)
 
 

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from transformer_core import data, train
-from transformer_core.device import seed_everything
+from course_runtime import data
+from transformer_core import train
+from course_runtime.device import seed_everything
 
 SCHEDULE = dict(max_lr=1e-3, min_lr=1e-4, warmup_steps=10, total_steps=110)
 

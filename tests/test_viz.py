@@ -1,4 +1,4 @@
-"""transformer_core.viz: plots return Axes, the attention explorer works headless."""
+"""course_runtime.viz: plots return Axes, the attention explorer works headless."""
 
 import matplotlib
 
@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_core import viz  # noqa: E402
+from course_runtime import viz  # noqa: E402
 from transformer_core.train import TrainResult  # noqa: E402
 
 

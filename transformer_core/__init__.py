@@ -1,6 +1,8 @@
 """transformer_core: the course library of "Transformer Core Mechanisms".
 
-One readable, tested implementation of everything the course teaches. Modules:
+One readable, tested implementation of everything the course teaches: the reference answers.
+What a notebook needs to run without the answers (device, data, plots, the checks and the
+grader's agent) is the separate package :mod:`course_runtime`. Modules:
 
 ========== ==============================================================
 attention  scaled dot-product attention, masks, multi-head attention
@@ -11,14 +13,7 @@ models     one config, three architectures (encoder-only, decoder-only, encoder-
 generation greedy, temperature, top-k, top-p, beam search; cached and uncached
 convert    weights from Hugging Face GPT-2 / BERT and from ``torch.nn.Transformer``
 complexity parameter, FLOP, memory and KV-cache counters; MFU
-data       character tokenizer, corpora, synthetic tasks
 train      the training loop and its presets
-viz        plots and widgets the chapters share
-testing    what notebook test cells call: friendly checks, shortcut guard, dual-mode helpers
-wire       the checked JSON format between a learner's kernel and the grader's referee
-agent      the grader's agent in a learner's kernel (calls their code, returns raw results)
-remote     the learner's objects as the referee sees them (proxies)
-device     picking the device and the mixed-precision dtype
 ========== ==============================================================
 
 Conventions used everywhere: tensors are batch-first ``(B, T, d_model)``; attention masks are

@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _device_or_exit(parser: argparse.ArgumentParser, name):
-    from transformer_core.device import pick_device
+    from course_runtime.device import pick_device
 
     try:
         return pick_device(name)
@@ -109,7 +109,7 @@ def _device_or_exit(parser: argparse.ArgumentParser, name):
 
 
 def _load_text(parser: argparse.ArgumentParser, source: str) -> str:
-    from transformer_core import data
+    from course_runtime import data
 
     if source == "shakespeare":
         try:
@@ -150,8 +150,9 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace, device) -> int:
     import torch
 
-    from transformer_core import data, distributed
-    from transformer_core.device import describe_device, seed_everything
+    from course_runtime import data
+    from transformer_core import distributed
+    from course_runtime.device import describe_device, seed_everything
     from transformer_core.train import (PRESETS, RESUME_FILE, build_model, evaluate_split, resolve_amp_dtype,
                                         train)
 

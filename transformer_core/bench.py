@@ -39,7 +39,7 @@ import torch.nn.functional as F
 import torch.utils.benchmark as benchmark
 from tqdm.auto import tqdm
 
-from transformer_core.device import peak_memory_bandwidth, pick_device, seed_everything
+from course_runtime.device import peak_memory_bandwidth, pick_device, seed_everything
 
 __all__ = [
     "naive_causal_attention",
@@ -136,7 +136,7 @@ def bench_generation(new_tokens: int = 512, *, prompt_len: int = 16, repeats: in
         (both produced exactly the same tokens). With ``compiled``: ``compiled_s``,
         ``compiled_tokens_per_s``, ``compiled_identical`` (same tokens as eager). Always:
         ``bytes_per_token`` (the weights plus the average filled cache, which a decode step must
-        read) and, on a GPU of :data:`~transformer_core.device.PEAK_MEMORY_BANDWIDTH_GBPS`,
+        read) and, on a GPU of :data:`~course_runtime.device.PEAK_MEMORY_BANDWIDTH_GBPS`,
         ``bandwidth_limit_tokens_per_s``, the speed at which reading them would take all the time.
         With ``batch_sizes``: ``batched``, a list of ``{"batch_size", "tokens_per_s"}`` for the same
         prompt decoded as that many sequences at once (compiled decoding when ``compiled``, else cached).
@@ -216,7 +216,7 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
             ``"cpu-small"`` elsewhere.
         steps: timed steps (after ``warmup_steps`` untimed ones, which also absorb compilation).
         device: defaults to ``pick_device()``.
-        dtype: ``"auto"`` (:func:`~transformer_core.device.autocast_dtype`), ``"float32"``,
+        dtype: ``"auto"`` (:func:`~course_runtime.device.autocast_dtype`), ``"float32"``,
             ``"bfloat16"`` or ``"float16"`` (CUDA only, with a ``GradScaler``).
         compile: wrap the model in ``torch.compile``; ``None`` means on CUDA only.
         vocab_size: vocabulary (default GPT-2's, padded to 50304).
@@ -236,7 +236,7 @@ def bench_train_step(shape: str | dict | None = None, *, steps: int = 20, warmup
         repeated batch: a sanity check that the step really trains).
     """
     from transformer_core import complexity
-    from transformer_core.device import peak_flops
+    from course_runtime.device import peak_flops
     from transformer_core.train import (TrainConfig, apply_gradients, build_model, configure_optimizer,
                                         resolve_amp_dtype)
 

@@ -571,7 +571,7 @@ def mfu(tokens_per_second: float, flops_per_token: float, peak_flops: float) -> 
         tokens_per_second: measured throughput.
         flops_per_token: FLOPs the model needs per token (forward, or forward + backward).
         peak_flops: the device's peak FLOP/s for the dtype used (e.g. 989e12 for dense bf16 on
-            an H100 SXM); see :func:`transformer_core.device.peak_flops`.
+            an H100 SXM); see :func:`course_runtime.device.peak_flops`.
 
     Returns:
         A fraction, normally in ``[0, 1]``.

@@ -40,8 +40,8 @@ import torch
 from tqdm.auto import tqdm
 
 from transformer_core import complexity, distributed
-from transformer_core.data import CharTokenizer, get_batch
-from transformer_core.device import autocast_dtype, cpu_has_native_bfloat16, peak_flops, pick_device
+from course_runtime.data import CharTokenizer, get_batch
+from course_runtime.device import autocast_dtype, cpu_has_native_bfloat16, peak_flops, pick_device
 
 __all__ = [
     "TrainConfig",
@@ -221,7 +221,7 @@ def build_model(config: TrainConfig, vocab_size: int) -> torch.nn.Module:
     """A fresh ``DecoderOnlyLM`` of the size ``config`` describes (seed first for a repeatable init).
 
     Example:
-        >>> from transformer_core.device import seed_everything
+        >>> from course_runtime.device import seed_everything
         >>> seed_everything(0); model = build_model(PRESETS["tiny"], vocab_size=65)  # doctest: +SKIP
     """
     from transformer_core.models import DecoderOnlyLM
@@ -410,7 +410,7 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
         model: a language model whose ``forward(idx, targets)`` returns ``(logits, loss)`` (e.g.
             ``DecoderOnlyLM``); it is moved to ``device`` and trained in place.
         train_data, val_data: either a 1-D tensor of token ids, shape ``(N,)``, from which random
-            windows of ``config.block_size`` are drawn (:func:`~transformer_core.data.get_batch`), or a
+            windows of ``config.block_size`` are drawn (:func:`~course_runtime.data.get_batch`), or a
             function ``(batch_size, generator) -> (x, y)`` returning ``(B, T)`` batches (synthetic
             tasks; label ``-100`` marks positions without loss).
         config: the recipe (see :data:`PRESETS`).

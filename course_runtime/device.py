@@ -2,7 +2,7 @@
 
 Every course notebook starts with::
 
-    from transformer_core.device import describe_device, pick_device
+    from course_runtime.device import describe_device, pick_device
     device = pick_device()
     print(describe_device(device))
 
@@ -176,7 +176,7 @@ def describe_device(device: str | torch.device | None = None) -> str:
         peak = peak_flops(device, amp)
         if peak is None:
             lines.append("peak FLOP/s: unknown GPU, so MFU will not be reported "
-                         "(add it to transformer_core.device.PEAK_TFLOPS)")
+                         "(add it to course_runtime.device.PEAK_TFLOPS)")
         else:
             lines.append(f"peak FLOP/s ({str(amp).removeprefix('torch.')}, dense): {peak / 1e12:.1f} TFLOP/s")
     elif device.type == "mps":

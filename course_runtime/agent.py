@@ -4,7 +4,7 @@ At grading time the tests of a notebook do not run in the learner's kernel. They
 trusted process (the referee, see ``autograder/referee.py``), which computes every expected value
 and decides every verdict. Whenever a test needs the learner's code (call ``attention(q, k, v)``,
 build ``SelfAttention(8, 4)``, read ``answer_q1``), the grader sends this agent one request; the
-agent does exactly that and answers with the raw result, encoded by :mod:`transformer_core.wire`,
+agent does exactly that and answers with the raw result, encoded by :mod:`course_runtime.wire`,
 in a reply message of its own (see :func:`install`).
 
 Nothing here decides anything: learner code runs in this process and could replace the agent. It
@@ -30,12 +30,12 @@ import types
 
 import torch
 
-from transformer_core import wire
+from course_runtime import wire
 
 REQUEST_TYPE, REPLY_TYPE = "autograder_request", "autograder_reply"
 MAX_ERROR_CHARS = 2000
 # Library callables a test may ask the agent to run here (to build objects next to the learner's).
-IMPORTABLE_PREFIXES = ("torch.", "transformer_core.")
+IMPORTABLE_PREFIXES = ("torch.", "course_runtime.", "transformer_core.")
 
 _objects: dict[int, object] = {}
 _counter = [0]
@@ -64,7 +64,7 @@ def _resolve(document: dict) -> object:
 
 def _import(dotted: str) -> object:
     if not dotted.startswith(IMPORTABLE_PREFIXES):
-        raise ValueError(f"the agent only imports torch and transformer_core names, not {dotted!r}")
+        raise ValueError(f"the agent only imports torch, course_runtime and transformer_core names, not {dotted!r}")
     module_name, _, attribute = dotted.rpartition(".")
     value = importlib.import_module(module_name)
     return getattr(value, attribute)
@@ -85,7 +85,7 @@ _definitions: dict[tuple, object] = {}
 
 
 def _call(request: dict) -> object:
-    from transformer_core.testing import forbid_shortcuts, standing_in
+    from course_runtime.testing import forbid_shortcuts, standing_in
 
     target = request["target"]
     function = _import(target["$import"]) if "$import" in target else _resolve(target)
@@ -187,6 +187,9 @@ def install() -> None:
     """
     from IPython import get_ipython
 
+    from course_runtime import testing
+
+    testing._PARTIAL_LIBRARY[0] = True
     kernel = get_ipython().kernel
 
     def handle(stream, idents, message) -> None:

@@ -2,7 +2,7 @@
 
 A test cell in an exercise notebook typically reads::
 
-    from transformer_core.testing import check_close, forbid_shortcuts
+    from course_runtime.testing import check_close, forbid_shortcuts
 
     expected = reference_attention(q, k, v)        # the reference runs outside the guard
     with forbid_shortcuts("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax"):
@@ -15,7 +15,7 @@ what was found, where, and (when the test author gives one) a hint about the lik
 
 The same cell runs in two places. While a learner works, it runs in their kernel, next to their
 code. When the notebook is graded, it runs in the referee, a trusted process (see
-``autograder/referee.py``): there, the learner's names are proxies (:mod:`transformer_core.remote`)
+``autograder/referee.py``): there, the learner's names are proxies (:mod:`course_runtime.remote`)
 whose calls run in the learner's kernel and bring back plain data, so the references, the checks and
 the verdict are out of the learner's reach. The helpers here work in both places:
 :func:`forbid_shortcuts` and :func:`standing_in` apply to calls into the kernel, :func:`build`
@@ -40,7 +40,8 @@ import torch.nn.functional
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from transformer_core import remote
+from course_runtime import remote
+from course_runtime.errors import ShortcutError
 
 __all__ = [
     "ShortcutError",
@@ -105,10 +106,6 @@ _hashable = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescript
 
 #: Known wrong answers of a check: ``{hint: wrong_result}`` or a sequence of ``(hint, wrong_result)``.
 Mistakes = Mapping[str, object] | Sequence[tuple[str, object]]
-
-
-class ShortcutError(RuntimeError):
-    """Raised when a learner's code calls a function that :func:`forbid_shortcuts` switched off."""
 
 
 # --- Messages -----------------------------------------------------------------------------------
@@ -552,8 +549,15 @@ def _advice(dotted_name: str) -> str:
     return _GENERIC_ADVICE
 
 
-def _resolve(dotted_name: str) -> tuple[object, str]:
-    """Return ``(owner, attribute)`` for a dotted name such as ``"torch.Tensor.softmax"``."""
+# Set by the grading agent (:func:`course_runtime.agent.install`): this process is a grading kernel,
+# which holds only the reference modules its assignment builds on.
+_PARTIAL_LIBRARY = [False]
+
+
+def _resolve(dotted_name: str) -> tuple[object, str] | None:
+    """Return ``(owner, attribute)`` for a dotted name such as ``"torch.Tensor.softmax"``, or None for
+    a name of the reference library whose module this process does not have (a grading kernel holds
+    only the modules its assignment builds on: nothing there can call the missing ones)."""
     parts = dotted_name.split(".")
     if _len(parts) < 2 or not all(parts):
         raise ValueError(f"forbid_shortcuts needs dotted names like 'torch.softmax', got {dotted_name!r}")
@@ -562,6 +566,11 @@ def _resolve(dotted_name: str) -> tuple[object, str]:
     for end in range(_len(parts) - 1, 0, -1):
         try:
             owner = importlib.import_module(".".join(parts[:end]))
+        except ModuleNotFoundError as error:
+            if (parts[0] == "transformer_core" and (error.name or "").startswith("transformer_core")
+                    and _PARTIAL_LIBRARY[0]):
+                return None
+            continue
         except ImportError:
             continue
         consumed = end
@@ -623,7 +632,8 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
     """
     if not dotted_names:
         raise ValueError("forbid_shortcuts needs at least one dotted name, e.g. 'torch.softmax'")
-    targets = [(name, *_resolve(name)) for name in dotted_names]
+    resolved = [(name, _resolve(name)) for name in dotted_names]
+    targets = [(name, *found) for name, found in resolved if found is not None]
     session = remote.current()
     if session is not None:  # at grading time the guard applies to calls into the learner's kernel
         with session.forbidding(dotted_names, reason):

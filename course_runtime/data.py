@@ -216,7 +216,7 @@ def download(url: str, path: str | os.PathLike, sha256: str, *, progress: bool =
         except (urllib.error.URLError, OSError, ValueError) as err:
             raise ConnectionError(
                 f"download: could not open {url} ({err}). If you are offline, download the file on "
-                f"another machine and pass its path, or use transformer_core.data.offline_corpus().") from err
+                f"another machine and pass its path, or use course_runtime.data.offline_corpus().") from err
         with response, os.fdopen(fd, "wb") as out:
             fd = None
             total = response.headers.get("Content-Length") if hasattr(response, "headers") else None

@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from transformer_core import wire
+from course_runtime import wire
+from course_runtime.errors import ShortcutError
 
 # Modules whose classes and functions the referee may use for names the kernel reports.
-TRUSTED_MODULE_PREFIXES = ("torch", "numpy", "math", "transformer_core", "collections", "builtins",
+TRUSTED_MODULE_PREFIXES = ("torch", "numpy", "math", "course_runtime", "transformer_core", "collections", "builtins",
                            "functools", "itertools", "contextlib", "random", "dataclasses", "typing")
 
 
@@ -44,8 +45,6 @@ _ERROR_CLASSES: dict[tuple[str, type], type] = {}
 def learner_error(types: list[str], message: str) -> LearnerError:
     """The exception to raise for an error of the learner's code: a subclass of the closest
     built-in exception type (or of ``ShortcutError``) and of :class:`LearnerError`."""
-    from transformer_core.testing import ShortcutError
-
     names = [str(t) for t in types][:32]
     base: type = Exception
     if "ShortcutError" in names:
@@ -133,7 +132,7 @@ class Session:
         if isinstance(value, (types.FunctionType, type)) and self.public_definition is not None:
             return {"$code": self.public_definition(value)}
         raise wire.WireError(f"a {kind.__module__}.{kind.__qualname__} of the test cannot be sent to the "
-                             "learner's kernel; build it there (transformer_core.testing.build) instead")
+                             "learner's kernel; build it there (course_runtime.testing.build) instead")
 
     def _proxy(self, document: dict) -> object:
         if "$module" in document:
