@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer_core.cache import KVCache
+from transformer_core.cache import KVCache, StaticKVCache
 from transformer_core.models import (POSITIONS, DecoderOnlyLM, EncoderDecoderModel,
                                      EncoderOnlyModel, TransformerConfig)
 
@@ -119,6 +119,26 @@ def test_cache_overflow_gives_a_clear_error():
         model(torch.zeros(1, 4, dtype=torch.long), cache=cache)
         with pytest.raises(RuntimeError, match=r"capacity is max_len=5.*max_len=6"):
             model(torch.zeros(1, 2, dtype=torch.long), cache=cache)
+
+
+@pytest.mark.parametrize("position", ["learned", "rope"])
+def test_static_cache_overflow_is_refused_on_the_host_before_writing(position):
+    """Without the host's check, a write past the buffers is a bare IndexError (a device assert on a
+    GPU), or, with learned positions, an index past the position table."""
+    model = DecoderOnlyLM(_config(position=position)).eval()
+    cache = StaticKVCache(2, 1, 5, model.config.n_kv_heads, model.config.head_dim)
+    with torch.no_grad():
+        model(torch.zeros(1, 4, dtype=torch.long), cache=cache)
+        before = cache.keys.clone()
+        with pytest.raises(RuntimeError, match=r"StaticKVCache is full.*max_len=5.*holds 4.*2 more"):
+            model(torch.zeros(1, 2, dtype=torch.long), cache=cache)
+        assert torch.equal(cache.keys, before) and cache.length == 4, "nothing was written"
+        model(torch.zeros(1, 1, dtype=torch.long), cache=cache)          # the last slot still fits
+    assert cache.length == int(cache.position) == 5
+    with pytest.raises(RuntimeError, match="StaticKVCache is full"):
+        cache.layers[0].append(torch.zeros(1, 4, 1, 4), torch.zeros(1, 4, 1, 4))
+    cache.reset()
+    assert cache.length == int(cache.position) == 0
 
 
 def test_learned_positions_beyond_max_len_give_a_clear_error():

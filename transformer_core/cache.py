@@ -173,23 +173,49 @@ class KVCache:
                 layer.memory_values = layer.memory_values.index_select(0, index)
 
 
+def is_compiling() -> bool:
+    """Whether ``torch.compile`` is tracing this call (``torch.compiler.is_compiling`` is new in PyTorch 2.3).
+
+    Host-side checks and Python counters are skipped while tracing: compiled code cannot raise from
+    a Python value, and a counter read inside the graph would be baked in as a constant (and guarded
+    on, so the next step would recompile).
+    """
+    check = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+    return bool(check())
+
+
 class StaticLayerKVCache:
     """One layer's slice of a :class:`StaticKVCache`: it writes at the shared position tensor and
-    returns the whole buffers, so every decode step has the same shapes."""
+    returns the whole buffers, so every decode step has the same shapes.
 
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, position: torch.Tensor):
+    Args:
+        keys, values: this layer's buffers.
+        owner: the :class:`StaticKVCache` they belong to (its ``position`` and host ``length``).
+    """
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, owner: "StaticKVCache"):
         self.keys = keys
         self.values = values
-        self.position = position
+        self.owner = owner
         self.memory_keys = self.memory_values = None     # decoder-only: no cross-attention
+
+    @property
+    def position(self) -> torch.Tensor:
+        """The shared position tensor: where the next token is written."""
+        return self.owner.position
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write ``T`` new keys and values at ``position .. position + T - 1``; return the full buffers.
+
+        Raises:
+            RuntimeError: the ``T`` tokens do not fit (checked on the host, before writing).
 
         Shapes:
             k, v ``(B, n_kv_heads, T, head_dim)`` -> two ``(B, n_kv_heads, max_len, head_dim)`` buffers;
             the caller masks the keys beyond the filled part.
         """
+        if not is_compiling():
+            self.owner.check_room(k.shape[2])
         slots = self.position + torch.arange(k.shape[2], device=k.device)              # (T,)
         self.keys.index_copy_(2, slots, k.to(self.keys.dtype))
         self.values.index_copy_(2, slots, v.to(self.values.dtype))
@@ -206,6 +232,12 @@ class StaticKVCache(KVCache):
     Position schemes that depend only on absolute positions (learned, sinusoidal, RoPE, none) are
     supported.
 
+    The host keeps its own count, :attr:`length`, from the numbers of tokens it asked to store, so
+    that a write past ``max_len`` is refused with a clear error before it happens, without reading
+    the device (an index past the buffer would otherwise be a bare ``IndexError``, or on a GPU an
+    asynchronous device assert). Compiled code advances only the device tensor; whoever runs it
+    records the step with :meth:`count_compiled_step`.
+
     Args: as :class:`KVCache`.
 
     Example:
@@ -220,17 +252,36 @@ class StaticKVCache(KVCache):
                  device: torch.device | str | None = None):
         super().__init__(n_layers, batch_size, max_len, n_kv_heads, head_dim, dtype=dtype, device=device)
         self.position = torch.zeros((), dtype=torch.long, device=self.keys.device)
-        self.layers = [StaticLayerKVCache(self.keys[i], self.values[i], self.position) for i in range(n_layers)]
+        self._length = 0
+        self.layers = [StaticLayerKVCache(self.keys[i], self.values[i], self) for i in range(n_layers)]
 
     @property
     def length(self) -> int:
-        """Number of tokens stored (reads the position from the device)."""
-        return int(self.position)
+        """Number of tokens stored (the host's count: it never waits for the device)."""
+        return self._length
+
+    def check_room(self, n_new: int) -> None:
+        """Raise a RuntimeError if ``n_new`` more tokens do not fit (a host check, no device read)."""
+        end = self._length + n_new
+        if end > self.max_len:
+            raise RuntimeError(
+                f"StaticKVCache is full: its capacity is max_len={self.max_len} tokens, it already holds "
+                f"{self._length}, and {n_new} more were to be written. Create a larger cache "
+                f"(StaticKVCache(..., max_len={end}, ...)) or reset() it to start a new sequence.")
 
     def advance(self, n_new: int) -> None:
-        """Count ``n_new`` more tokens as stored, after every layer has written them."""
+        """Count ``n_new`` more tokens as stored, after every layer has written them (on the device,
+        and on the host unless this runs inside compiled code)."""
         self.position.add_(n_new)
+        if not is_compiling():
+            self._length += n_new
+
+    def count_compiled_step(self, n_new: int) -> None:
+        """Record on the host that a compiled forward stored ``n_new`` tokens (its graph advanced
+        only :attr:`position`). Call :meth:`check_room` before running it."""
+        self._length += n_new
 
     def reset(self) -> None:
         """Forget all stored tokens (the buffers are kept and overwritten later)."""
         self.position.zero_()
+        self._length = 0

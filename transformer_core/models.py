@@ -27,6 +27,7 @@ from torch import nn
 
 from .attention import causal_mask
 from .cache import KVCache, StaticKVCache
+from .cache import is_compiling as _compiling
 from .layers import ACTIVATIONS, DecoderLayer, EncoderLayer, LayerNorm, get_activation
 from .positions import (LearnedPositionalEmbedding, RelativePositionBias,
                         SinusoidalPositionalEncoding, alibi_bias)
@@ -186,12 +187,6 @@ class TransformerConfig:
                       layer_norm_eps=1e-12, bias=True)
         fields.update(overrides)
         return cls(**fields)
-
-
-def _compiling() -> bool:
-    """Whether torch.compile is tracing this call (``torch.compiler.is_compiling`` is new in PyTorch 2.3)."""
-    is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
-    return bool(is_compiling())
 
 
 def check_token_ids(ids: torch.Tensor, vocab_size: int, what: str) -> None:
@@ -610,6 +605,8 @@ class DecoderOnlyLM(_CountParameters, nn.Module):
         if attention_mask is not None:
             raise ValueError("a StaticKVCache decodes prompts of one length; pad-free prompts only")
         batch_size, n_new = idx.shape
+        if not _compiling():        # on the host, before a position past the tables is looked up
+            cache.check_room(n_new)
         new_positions = cache.position + torch.arange(n_new, device=idx.device)          # (T,)
         slots = torch.arange(cache.max_len, device=idx.device)
         mask = slots[None, :] <= new_positions[:, None]                                    # (T, max_len)
