@@ -294,14 +294,24 @@ def peak_flops(device: str | torch.device | None = None,
     return lookup_peak_flops(name, dtype, tf32=bool(torch.backends.cuda.matmul.allow_tf32))
 
 
-# Peak memory bandwidth (GB/s) of GPUs' own memory, from NVIDIA's datasheets: H100 SXM5 3,350 and PCIe
-# 2,000 (H100 datasheet, 2023); H200 4,800 (H200 datasheet, 2024); A100 80GB SXM4 2,039 and PCIe 1,935,
-# A100 40GB 1,555 (A100 datasheet, 2021); L4 300 (2023); T4 320 (2019); V100 SXM2 900 (2020); A10 600 (2021).
-# Patterns are tried in order; the first match wins.
+# Peak memory bandwidth (GB/s) of GPUs' own memory (HBM on data-centre GPUs, GDDR6 on the T4, L4 and
+# A10), from NVIDIA's datasheets:
+#   H100 SXM5 3,350; H100 PCIe 2,000; H100 NVL (94 GB) 3,900 (NVIDIA H100 Tensor Core GPU datasheet, 2023/2024)
+#   H200 SXM and H200 NVL 4,800 (NVIDIA H200 Tensor Core GPU datasheet, 2024)
+#   GH200 Grace Hopper Superchip: 96 GB HBM3 4,000; 144 GB HBM3e 4,900 (NVIDIA GH200 datasheet, 2024)
+#   A100 80GB SXM4 2,039 and PCIe 1,935; A100 40GB 1,555 (NVIDIA A100 datasheet, 2021)
+#   L4 300 (2023); T4 320 (2019); V100 SXM2 900 (2020); A10 600 (2021)
+# Patterns are tried in order on the lower-cased CUDA device name; the first match wins, so the GH200
+# rows come before "h200" (which is a substring of "gh200") and the H100 variants before plain "h100"
+# (the SXM5's name, "NVIDIA H100 80GB HBM3", names no form factor). A GH200 whose name does not say
+# HBM3e (or its 144 GB) gets the HBM3 figure, the lower bound.
 PEAK_MEMORY_BANDWIDTH_GBPS: list[tuple[str, str, float]] = [
-    (r"h100.*pcie", "H100 PCIe", 2000.0),
-    (r"h100", "H100 SXM5", 3350.0),
+    (r"gh200.*(hbm3e|144 ?gb?\b)", "GH200 144GB HBM3e", 4900.0),
+    (r"gh200", "GH200 96GB HBM3", 4000.0),
     (r"h200", "H200", 4800.0),
+    (r"h100.*pcie", "H100 PCIe", 2000.0),
+    (r"h100.*nvl", "H100 NVL", 3900.0),
+    (r"h100", "H100 SXM5", 3350.0),
     (r"a100.*80gb.*pcie|a100.*pcie.*80gb", "A100 80GB PCIe", 1935.0),
     (r"a100.*80gb", "A100 80GB SXM4", 2039.0),
     (r"a100", "A100 40GB", 1555.0),

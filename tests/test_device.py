@@ -1,5 +1,7 @@
 """course_runtime.device: device choice, autocast dtype, description, peak FLOP/s table, seeding."""
 
+import re
+
 import pytest
 import torch
 
@@ -106,6 +108,30 @@ def test_seed_everything_is_reproducible():
 def test_peak_memory_bandwidth_lookup(name, gbps):
     got = dev.lookup_peak_memory_bandwidth(name)
     assert got == (None if gbps is None else gbps * 1e9)
+
+
+@pytest.mark.parametrize("name, gbps", [
+    ("NVIDIA H100 NVL", 3900),                 # not the SXM's 3,350
+    ("NVIDIA H100 80GB HBM3", 3350),           # the SXM5 names no form factor
+    ("NVIDIA H100 PCIe", 2000),
+    ("NVIDIA GH200 480GB", 4000),              # Grace Hopper with 96 GB HBM3, not the H200's 4,800
+    ("NVIDIA GH200 144G HBM3e", 4900),
+    ("NVIDIA H200 NVL", 4800),
+])
+def test_peak_memory_bandwidth_tells_hopper_variants_apart(name, gbps):
+    assert dev.lookup_peak_memory_bandwidth(name) == gbps * 1e9
+
+
+def test_peak_memory_bandwidth_patterns_are_each_reachable():
+    # A pattern shadowed by an earlier one (as "h200" shadows "gh200" when listed first) never matches.
+    for index, (_, canonical, gbps) in enumerate(dev.PEAK_MEMORY_BANDWIDTH_GBPS):
+        earlier = [pattern for pattern, _, _ in dev.PEAK_MEMORY_BANDWIDTH_GBPS[:index]]
+        probe = {"GH200 144GB HBM3e": "NVIDIA GH200 144G HBM3e", "GH200 96GB HBM3": "NVIDIA GH200 480GB",
+                 "H100 SXM5": "NVIDIA H100 80GB HBM3", "A100 80GB PCIe": "NVIDIA A100 80GB PCIe",
+                 "A100 80GB SXM4": "NVIDIA A100-SXM4-80GB", "A100 40GB": "NVIDIA A100-SXM4-40GB",
+                 "V100": "Tesla V100-SXM2-16GB", "T4": "Tesla T4"}.get(canonical, f"NVIDIA {canonical}")
+        assert not any(re.search(pattern, probe.lower()) for pattern in earlier), canonical
+        assert dev.lookup_peak_memory_bandwidth(probe) == gbps * 1e9, canonical
 
 
 def test_peak_memory_bandwidth_is_unknown_for_the_cpu():
