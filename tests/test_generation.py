@@ -488,20 +488,51 @@ def test_a_static_cache_gives_the_logits_of_the_whole_sequence(position):
 
 
 @pytest.mark.parametrize("position", ["learned", "rope"])
-def test_compiled_decoding_gives_eager_tokens_and_never_recompiles(position):
+def test_compiled_decoding_gives_eager_tokens_and_compiles_once_for_every_length(position):
+    """The static cache spans max_len whatever the prompt and max_new_tokens, so every length reuses
+    the one graph (a cache sized to each call recompiled for every new length, and the ninth raised
+    FailOnRecompileLimitHit)."""
     from torch._dynamo.utils import counters
 
     config = TransformerConfig(vocab_size=23, d_model=32, n_heads=4, n_layers=2, max_len=24, position=position)
     torch.manual_seed(0)
     model = DecoderOnlyLM(config).eval()
-    prompts = torch.randint(0, 23, (2, 2, 5))
     counters.clear()
-    for prompt in prompts:                      # aot_eager: dynamo's capture and functionalization, no codegen
-        assert torch.equal(generate(model, prompt, 10, compile="aot_eager"), generate(model, prompt, 10))
-    assert counters["stats"]["unique_graphs"] == 1, "one graph for every step of both calls"
-    sampled = [generate(model, prompts[0], 6, do_sample=True, top_k=5, compile=flag,
+    lengths = [(5, 10), (5, 10), (1, 4), (2, 9), (7, 3), (3, 15), (9, 12), (11, 6), (4, 20), (6, 2), (13, 1)]
+    for prompt_len, n_new in lengths:           # aot_eager: dynamo's capture and functionalization, no codegen
+        prompt = torch.randint(0, 23, (2, prompt_len), generator=torch.Generator().manual_seed(prompt_len))
+        assert torch.equal(generate(model, prompt, n_new, compile="aot_eager"), generate(model, prompt, n_new))
+    assert counters["stats"]["unique_graphs"] == 1, "one graph for every step of every call"
+    prompt = torch.randint(0, 23, (2, 5), generator=torch.Generator().manual_seed(0))
+    sampled = [generate(model, prompt, 6, do_sample=True, top_k=5, compile=flag,
                         generator=torch.Generator().manual_seed(3)) for flag in ("aot_eager", False)]
     assert torch.equal(*sampled)
+
+
+def test_each_model_has_its_own_compilation_budget():
+    """Dynamo counts recompilations per code object; models of different shapes must not share one
+    limit (with a shared decode function, the ninth model in a process failed for good)."""
+    with torch._dynamo.config.patch(recompile_limit=1):
+        for d_model in (16, 32, 48):
+            config = TransformerConfig(vocab_size=11, d_model=d_model, n_heads=4, n_layers=1, max_len=12)
+            model = DecoderOnlyLM(config).eval()
+            for prompt_len, n_new in ((3, 5), (4, 8)):
+                prompt = torch.randint(0, 11, (1, prompt_len))
+                assert torch.equal(generate(model, prompt, n_new, compile="aot_eager"),
+                                   generate(model, prompt, n_new))
+
+
+def test_compiled_decoding_past_max_len_warns_and_slides_like_eager():
+    config = TransformerConfig(vocab_size=11, d_model=16, n_heads=4, n_layers=1, max_len=8)
+    torch.manual_seed(0)
+    model = _peaked(DecoderOnlyLM(config)).eval()
+    prompt = torch.tensor([[1, 2, 3]])
+    with pytest.warns(UserWarning, match=r"do not fit in max_len=8.*ask for at most 6 new tokens"):
+        out = generate(model, prompt, 20, compile="aot_eager")
+    assert torch.equal(out, generate(model, prompt, 20))
+    with pytest.warns(UserWarning, match="shorten the prompt to at most 8 tokens"):
+        out = generate(model, torch.arange(10)[None], 3, compile="aot_eager")
+    assert torch.equal(out, generate(model, torch.arange(10)[None], 3))
 
 
 def test_compiled_decoding_refuses_what_it_cannot_do():
@@ -510,7 +541,5 @@ def test_compiled_decoding_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match="biases attention by distance"):
         generate(model, torch.tensor([[1, 2]]), 3, compile="eager")
     model = DecoderOnlyLM(TransformerConfig(vocab_size=11, d_model=16, n_heads=4, n_layers=1, max_len=8)).eval()
-    with pytest.raises(ValueError, match=r"must fit in max_len=8"):
-        generate(model, torch.tensor([[1, 2, 3]]), 7, compile="eager")
     with pytest.raises(ValueError, match="no attention_mask"):
         generate(model, torch.tensor([[1, 2]]), 3, compile="eager", attention_mask=torch.ones(1, 2))

@@ -17,7 +17,11 @@ Filters never modify their input: they return a new tensor in which removed toke
 
 from __future__ import annotations
 
+import itertools
 import math
+import types
+import warnings
+import weakref
 from typing import NamedTuple
 
 import torch
@@ -237,7 +241,7 @@ def _check_prompt(idx: torch.Tensor, name: str) -> torch.Tensor:
     return idx.long()
 
 
-def _check_can_compile(model, src, attention_mask, use_cache: bool, total_len: int, max_len: int) -> None:
+def _check_can_compile(model, src, attention_mask, use_cache: bool) -> None:
     """Refuse what compiled decoding does not do, saying what to use instead."""
     reasons = []
     if src is not None or not hasattr(model, "layers"):
@@ -248,15 +252,17 @@ def _check_can_compile(model, src, attention_mask, use_cache: bool, total_len: i
         reasons.append("it decodes prompts of one length (no attention_mask)")
     if not use_cache:
         reasons.append("it needs the cache (use_cache=True)")
-    if total_len > max_len:
-        reasons.append(f"the prompt plus the new tokens ({total_len}) must fit in max_len={max_len}")
     if reasons:
         raise ValueError("generate(compile=...): " + "; ".join(reasons) + "; use compile=False here")
 
 
-def _static_cache(model, batch_size: int, capacity: int, device: torch.device) -> StaticKVCache:
+def _static_cache(model, batch_size: int, device: torch.device) -> StaticKVCache:
+    """A :class:`StaticKVCache` of the model's whole context, ``max_len``, whatever the prompt and the
+    number of new tokens: its shape is part of the compiled graph, so one size per model (and batch
+    size) means one compilation, reused by every later call. Attending over the unfilled slots costs
+    a little arithmetic per step; recompiling for every length would cost seconds to minutes."""
     weight = model.embeddings.token.weight
-    cache = StaticKVCache(len(model.layers), batch_size, capacity, model.config.n_kv_heads,
+    cache = StaticKVCache(len(model.layers), batch_size, model.config.max_len, model.config.n_kv_heads,
                           model.config.head_dim, dtype=weight.dtype, device=device)
     if device.type == "cuda":           # CUDA graphs may then update these buffers in place
         for tensor in (cache.keys, cache.values, cache.position):
@@ -269,19 +275,37 @@ def _decode_step(model, token: torch.Tensor, cache: StaticKVCache) -> torch.Tens
     return model(token, cache=cache)[0]
 
 
-_COMPILED_STEPS: dict = {}
+# model -> {(backend, mode): compiled step}; an entry goes when its model is garbage-collected.
+_COMPILED_STEPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_STEP_NUMBERS = itertools.count(1)
 
 
-def _compiled_step(compile: bool | str, device: torch.device):
-    """:func:`_decode_step` compiled once per backend and mode (dynamo then reuses the graph for
-    every step of every call with the same shapes)."""
+def _compiled_step(model, compile: bool | str, device: torch.device):
+    """:func:`_decode_step` compiled for ``model``: a function ``(model, token (B, 1), cache) -> logits
+    (B, 1, V)`` that checks the cache's room on the host, runs the graph, and counts the step.
+
+    Dynamo keeps its compiled graphs, and its limit of recompilations (8 by default, then
+    ``FailOnRecompileLimitHit`` under ``fullgraph=True``), per Python code object. Each model gets a
+    copy of :func:`_decode_step` with a code object of its own, so one model's graphs (one per batch
+    size) never count against another's, and they are freed with the model.
+    """
     backend = "inductor" if compile is True else str(compile)
     mode = "reduce-overhead" if device.type == "cuda" and backend == "inductor" else None
-    key = (backend, mode)
-    if key not in _COMPILED_STEPS:
-        _COMPILED_STEPS[key] = torch.compile(_decode_step, backend=backend, mode=mode, fullgraph=True,
-                                             dynamic=False)
-    return _COMPILED_STEPS[key]
+    steps = _COMPILED_STEPS.setdefault(model, {})
+    if (backend, mode) not in steps:
+        code = _decode_step.__code__
+        own = types.FunctionType(code.replace(co_name=f"{code.co_name}_{next(_STEP_NUMBERS)}"),
+                                 _decode_step.__globals__, _decode_step.__name__)
+        steps[backend, mode] = torch.compile(own, backend=backend, mode=mode, fullgraph=True, dynamic=False)
+    compiled = steps[backend, mode]
+
+    def step(model, token: torch.Tensor, cache: StaticKVCache) -> torch.Tensor:
+        cache.check_room(token.shape[1])            # compiled code cannot raise: check before it runs
+        logits = compiled(model, token, cache)
+        cache.count_compiled_step(token.shape[1])   # the graph advanced only the device's position
+        return logits
+
+    return step
 
 
 def _check_can_generate(model, name: str) -> None:
@@ -400,8 +424,10 @@ def generate(
             device, no recompilation from step to step (on a GPU with CUDA graphs, so a step is one
             launch instead of hundreds). ``True`` uses PyTorch's default backend; a string names
             another (``"eager"`` checks the graph capture without generating code). Decoder-only
-            models with learned, sinusoidal, RoPE or no positions; the prompt plus the new tokens
-            must fit in ``max_len``. Greedy tokens equal those of ``compile=False``.
+            models with learned, sinusoidal, RoPE or no positions. The static cache always spans
+            ``max_len``, so a model compiles once per batch size, whatever the prompt's length and
+            ``max_new_tokens``. Steps past ``max_len`` run as with ``compile=False`` (uncached
+            sliding window), with a warning. Greedy tokens equal those of ``compile=False``.
 
     Returns:
         The prompts followed by the generated tokens.
@@ -430,7 +456,15 @@ def generate(
         raise ValueError(f"generate: src has {src.shape[0]} rows but idx has {batch_size}; give one "
                          f"target start per source")
     if compile:
-        _check_can_compile(model, src, attention_mask, use_cache, prompt_len + max_new_tokens, max_len)
+        _check_can_compile(model, src, attention_mask, use_cache)
+        if prompt_len + max_new_tokens - 1 > max_len:
+            advice = (f"ask for at most {max_len - prompt_len + 1} new tokens" if prompt_len <= max_len
+                      else f"shorten the prompt to at most {max_len} tokens")
+            warnings.warn(
+                f"generate(compile=...): the prompt ({prompt_len} tokens) and {max_new_tokens} new tokens do not fit "
+                f"in max_len={max_len}; once the context is full, each step re-runs the last {max_len} tokens "
+                f"without the cache, uncompiled (as compile=False does). To decode every step compiled, {advice}.",
+                stacklevel=3)
     if attention_mask is not None:
         if src is not None:
             raise ValueError("generate: attention_mask is for left-padded prompts of a decoder-only model; "
@@ -447,17 +481,19 @@ def generate(
         finished = torch.zeros(batch_size, dtype=torch.bool, device=idx.device)
         cache = None
         if use_cache and max_new_tokens > 0 and prompt_len <= max_len:
-            # The last generated token is never fed back, hence the - 1.
-            capacity = min(prompt_len + max_new_tokens - 1, max_len)
-            cache = (_static_cache(model, batch_size, capacity, idx.device) if compile
-                     else model.new_cache(batch_size, capacity, device=idx.device))
-        step = _compiled_step(compile, idx.device) if compile else None
+            if compile:
+                cache = _static_cache(model, batch_size, idx.device)
+            else:    # the last generated token is never fed back, hence the - 1
+                cache = model.new_cache(batch_size, min(prompt_len + max_new_tokens - 1, max_len),
+                                        device=idx.device)
+        step = _compiled_step(model, compile, idx.device) if compile else None
         next_input = tokens
         for _ in range(max_new_tokens):
             real = {} if attention_mask is None else {"attention_mask": attention_mask}
-            if step is not None and next_input.shape[1] == 1:                # a compiled decode step
+            fits = cache is not None and cache.length + next_input.shape[1] <= cache.max_len   # host ints
+            if fits and step is not None and next_input.shape[1] == 1:      # a compiled decode step
                 logits = step(model, next_input, cache)                     # (B, 1, V)
-            elif cache is not None and cache.length + next_input.shape[1] <= cache.max_len:
+            elif fits:
                 logits = forward(next_input, cache=cache, **real)           # (B, T_new, V)
             else:
                 cache = None
