@@ -75,12 +75,22 @@ def test_generate_greedy_is_identical_with_and_without_cache(trained, capsys):
     assert cached == uncached
 
 
-def test_generate_compile_refuses_more_tokens_than_the_context(trained, capsys):
+def test_generate_compile_with_the_default_500_tokens_works_and_says_what_runs_compiled(trained, capsys,
+                                                                                      monkeypatch):
+    """The default --max-new-tokens (500) is longer than every preset's context: compiled decoding fills
+    the context, then slides uncompiled like the eager path, and says so in one note."""
     _, checkpoint = trained
-    with pytest.raises(SystemExit) as info:
-        main(["generate", "--checkpoint", str(checkpoint), "--prompt", "The ", "--max-new-tokens", "100",
-              "--compile", "--device", "cpu"])
-    assert info.value.code == 2 and "must fit in max_len" in capsys.readouterr().err
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **options: real_compile(  # no C compiler needed
+        fn, **{**options, "backend": "aot_eager", "mode": None}))
+    argv = ["generate", "--checkpoint", str(checkpoint), "--prompt", "The ", "--device", "cpu", "--temperature", "0"]
+    assert main(argv + ["--compile"]) == 0
+    compiled = capsys.readouterr()
+    assert main(argv) == 0
+    assert compiled.out == capsys.readouterr().out and len(compiled.out.rstrip("\n")) == 4 + 500
+    note = compiled.err.strip()
+    assert note.startswith("note: generate(compile=...)") and "ask for at most 29 new tokens" in note
+    assert len(note.splitlines()) == 1 and "Traceback" not in note and "Warning" not in note
 
 
 def test_generate_sampling_is_reproducible_with_a_seed(trained, capsys):

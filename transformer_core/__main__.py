@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
+import warnings
 
 __all__ = ["main", "build_parser"]
 
@@ -270,14 +271,17 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     generator = torch.Generator(device=device).manual_seed(args.seed)
     greedy = args.temperature == 0
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always")
             out = generate(checkpoint.model, idx, args.max_new_tokens, do_sample=not greedy,
                            temperature=1.0 if greedy else args.temperature, top_k=args.top_k, top_p=args.top_p,
                            use_cache=not args.no_cache, generator=generator, compile=args.compile)
     except TypeError as err:                      # a checkpoint of a model that cannot generate
         parser.error(f"--checkpoint {args.checkpoint}: {err}")
-    except ValueError as err:                     # e.g. --compile with more tokens than max_len
+    except ValueError as err:                     # e.g. --compile for a model it cannot decode
         parser.error(str(err))
+    for note in notes:                            # e.g. --compile with more tokens than the context
+        print(f"note: {note.message}", file=sys.stderr)
     print(tokenizer.decode(out[0]))
     return 0
 
