@@ -73,17 +73,24 @@ class Namespace(dict):
         self.fetched.clear()
 
 
+def hidden_line_numbers(source: str) -> set[int]:
+    """The 1-based line numbers of a test cell's hidden regions, markers included."""
+    numbers, inside = set(), False
+    for number, line in enumerate(source.split("\n"), 1):
+        if HIDDEN_BEGIN in line:
+            inside = True
+        if inside:
+            numbers.add(number)
+        if HIDDEN_END in line:
+            inside = False
+    return numbers
+
+
 def public_view(source: str) -> str:
     """``source`` with its hidden-test lines blanked (same line numbers), for ``inspect.getsource``:
     a stand-in defined in a hidden region cannot be sent to the kernel."""
-    lines, inside = [], False
-    for line in source.split("\n"):
-        if HIDDEN_BEGIN in line:
-            inside = True
-        lines.append("" if inside else line)
-        if HIDDEN_END in line:
-            inside = False
-    return "\n".join(lines)
+    hidden = hidden_line_numbers(source)
+    return "\n".join("" if number in hidden else line for number, line in enumerate(source.split("\n"), 1))
 
 
 def public_definition_in(public: str, name: str) -> str | None:
@@ -110,6 +117,83 @@ def describe(error: BaseException) -> str:
         message = ""
     text = f"{kind}: {message}" if message else kind
     return text[:MAX_REASON_CHARS]
+
+
+def _written_text(node: ast.AST | None) -> str | None:
+    """The words a test's author wrote in a message expression, with every computed part shown as
+    ``…``: ``f"got {x}, expected {y}"`` -> ``"got …, expected …"``; None when nothing is literal."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "…" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _written_text(node.left), _written_text(node.right)
+        return None if left is None and right is None else f"{left or '…'}{right or '…'}"
+    return None
+
+
+def _statement_at(tree: ast.Module | None, line: int) -> ast.stmt | None:
+    """The innermost statement of ``tree`` that starts on ``line``."""
+    found = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.stmt) and node.lineno == line:
+            found = node
+    return found
+
+
+def _raised_by_the_grader(error: BaseException) -> bool:
+    """Whether ``error`` was raised by the grader's own proxies (a test that cannot be run as written,
+    e.g. a stand-in defined in a hidden region), whose message holds no learner data."""
+    traceback = error.__traceback__
+    while traceback is not None and traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    grader = {Path(remote.__file__).resolve(), Path(__file__).resolve()}
+    return traceback is not None and Path(traceback.tb_frame.f_code.co_filename).resolve() in grader
+
+
+def hidden_failure(error: BaseException, source: str, line: int) -> str:
+    """What feedback says when a hidden part of a test fails: the author's written words only.
+
+    The message a check built (expected values, the hidden call's arguments) and the text of an
+    exception the learner's code raised (it may carry data recorded from hidden calls) stay here.
+    What is shown: the kind of failure, the literal parts of the failing check's message and its
+    hint (``check_close(..., name="q", hint="...")``, ``assert ok, f"... {value}"`` -> ``"... …"``).
+
+    Args:
+        error: what the test raised.
+        source: the test cell's source.
+        line: the line of the cell where the failure surfaced (the innermost frame in the cell).
+    """
+    learner = error if isinstance(error, remote.LearnerError) else error.__context__
+    if isinstance(learner, remote.LearnerError):
+        kind = (learner.types or (type(learner).__name__,))[0]
+        text = (f"in a hidden test your code raised {kind} (its message is not shown: it could carry the "
+                "hidden test's data); the part's text and the visible tests name the cases to handle")
+        hint = str(error).rpartition("\nHint: ")[2] if "\nHint: " in str(error) else ""
+        return text + (f"\nHint: {hint}" if hint and hint in source else "") + "."
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        tree = None
+    statement = _statement_at(tree, line)
+    words, hint = None, None
+    if isinstance(statement, ast.Assert):
+        words = _written_text(statement.msg)
+    elif isinstance(statement, ast.Raise) and isinstance(statement.exc, ast.Call) and statement.exc.args:
+        words = _written_text(statement.exc.args[0])
+    elif statement is not None:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                keywords = {k.arg: k.value for k in node.keywords}
+                name = _written_text(keywords.get("name"))
+                hint = hint or _written_text(keywords.get("hint"))
+                if name and words is None:
+                    words = f"`{name}` is not correct"
+    if not isinstance(error, AssertionError) and _raised_by_the_grader(error):
+        return describe(error)                  # a mistake in the test itself, worded by the grader
+    kind = "a hidden check failed" if isinstance(error, AssertionError) else f"a hidden check raised {type(error).__name__}"
+    text = f"{kind}: {words}" if words else kind
+    return text + (f"\nHint: {hint}" if hint else "")
 
 
 class Referee:
@@ -163,11 +247,27 @@ class Referee:
                 exec(compile(source, filename, "exec"), self.namespace)
         except remote.KernelUnavailable as error:
             return False, str(error)
-        except wire.WireError as error:
-            return False, f"the kernel's answer could not be read: {error}"
         except Exception as error:
+            line = self._hidden_line(error, filename, source)
+            if line is not None:
+                return False, hidden_failure(error, source, line)
+            if isinstance(error, wire.WireError):
+                return False, f"the kernel's answer could not be read: {error}"
             return False, describe(error)
         return True, ""
+
+    @staticmethod
+    def _hidden_line(error: BaseException, filename: str, source: str) -> int | None:
+        """Where in the cell ``error`` surfaced (its innermost frame there) if any frame of the cell on
+        its way is in a hidden region, else None (a visible test failed)."""
+        hidden = hidden_line_numbers(source)
+        lines = []
+        traceback = error.__traceback__
+        while traceback is not None:
+            if traceback.tb_frame.f_code.co_filename == filename:
+                lines.append(traceback.tb_lineno)
+            traceback = traceback.tb_next
+        return lines[-1] if any(line in hidden for line in lines) else None
 
 
 # Seconds the referee may take to send its verdict after the learner's code used up the test's time

@@ -351,18 +351,25 @@ def _build_root(libc, spec: KernelSpec, limits: Limits) -> None:
     _mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
 
 
-def _seal(libc, spec: KernelSpec, connection_file: str, limits: Limits) -> None:
+def _seal(libc, spec: KernelSpec, connection_file: str, limits: Limits, kernel: int) -> int | None:
     """Once the kernel has created its sockets, make the shared folder read-only in the sandbox.
 
     The kernel can then neither fill the host's disk through it nor replace a socket with a link
     the grader would follow; the grader sends no learner code before it reads :data:`SEALED`.
+
+    Returns:
+        The kernel's wait status if it ended before creating its sockets (e.g. an import failed at
+        start-up), so that the sandbox ends at once instead of waiting out the start-up time.
     """
     info = json.loads(Path(connection_file).read_text(encoding="utf-8"))
     paths = [f"{info['ip']}-{info[key]}" for key in _SOCKETS]
     deadline = time.monotonic() + limits.startup_timeout
     while not all(os.path.exists(path) for path in paths):
+        pid, wait_status = os.waitpid(kernel, os.WNOHANG)
+        if pid == kernel:
+            return wait_status
         if time.monotonic() > deadline:
-            return
+            return None
         time.sleep(0.005)
     _mount(libc, None, spec.shared, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     print(SEALED, file=sys.stderr, flush=True)
@@ -406,7 +413,10 @@ def _init(spec: KernelSpec, connection_file: str) -> None:
         signal.signal(signal.SIGINT, lambda *_: os.kill(kernel, signal.SIGINT))
         signal.signal(signal.SIGTERM, lambda *_: os.kill(kernel, signal.SIGKILL))
         signal.signal(signal.SIGUSR1, lambda *_: _sweep(kernel))
-        _seal(libc, spec, connection_file, limits)
+        ended = _seal(libc, spec, connection_file, limits, kernel)
+        if ended is not None:
+            status = os.waitstatus_to_exitcode(ended)
+            os._exit(128 - status if status < 0 else status)
         while True:
             try:
                 pid, wait_status = os.wait()

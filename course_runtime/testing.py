@@ -41,7 +41,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from course_runtime import remote
-from course_runtime.errors import ShortcutError
+from course_runtime.errors import ShortcutError, advice, shortcut_message
 
 __all__ = [
     "ShortcutError",
@@ -457,21 +457,6 @@ def _same_answer(answer: object, expected: object, rel_tol: float) -> bool:
 
 # --- The shortcut guard -------------------------------------------------------------------------
 
-_ADVICE = {
-    "softmax": "write it from torch.exp and .sum(dim=-1, keepdim=True) (subtract the row maximum first)",
-    "log_softmax": "write it from the max, torch.exp, .sum and torch.log",
-    "scaled_dot_product_attention": ("compute the scores q @ k.transpose(-2, -1) / sqrt(d), apply the "
-                                     "mask, take the softmax and multiply by v"),
-    "multi_head_attention_forward": "project, split into heads, attend and merge with your own code",
-    "MultiheadAttention": "project, split into heads, attend and merge with your own code",
-    "layer_norm": "compute the mean and variance over the last axis yourself",
-    "LayerNorm": "compute the mean and variance over the last axis yourself",
-    "gelu": "write it from its formula (torch.erf or torch.tanh)",
-    "relu": "write it with torch.clamp or torch.where",
-    "linear": "write it as x @ weight.T + bias",
-    "Linear": "write it as x @ weight.T + bias",
-}
-_GENERIC_ADVICE = "write this step with your own code"
 
 
 # The kernels behind built-ins: blocked at dispatch too, so that torch.ops.aten calls are caught. Each
@@ -511,7 +496,7 @@ def _kernel_message(dotted_name: str, public: str, reason: str | None) -> str:
     also = "" if dotted_name == public else f", which computes what `{dotted_name}` computes,"
     return (f"implement this yourself: your code reached the kernel of PyTorch's built-in `{public}` (called "
             f"directly or through an alias){also}; built-ins for this are switched off while your code runs; "
-            f"{reason or _advice(dotted_name)}.")
+            f"{reason or advice(dotted_name)}.")
 
 
 class _ForbidFunctions(TorchFunctionMode):
@@ -540,13 +525,6 @@ class _ForbidKernels(TorchDispatchMode):
         if message is not None:
             raise ShortcutError(message)
         return func(*args, **(kwargs or {}))
-
-
-def _advice(dotted_name: str) -> str:
-    for part in reversed(dotted_name.split(".")):
-        if part in _ADVICE:
-            return _ADVICE[part]
-    return _GENERIC_ADVICE
 
 
 # Set by the grading agent (:func:`course_runtime.agent.install`): this process is a grading kernel,
@@ -589,8 +567,7 @@ def _resolve(dotted_name: str) -> tuple[object, str] | None:
 
 
 def _blocker(dotted_name: str, reason: str | None):
-    message = (f"implement this yourself: `{dotted_name}` is switched off while your code runs; "
-               f"{reason or _advice(dotted_name)}.")
+    message = shortcut_message(dotted_name, reason)
 
     def forbidden(*args, **kwargs):
         raise ShortcutError(message)
@@ -628,7 +605,7 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
         >>> with forbid_shortcuts("torch.softmax"):
         ...     torch.softmax(torch.zeros(2), dim=0)
         Traceback (most recent call last):
-        ShortcutError: implement this yourself: `torch.softmax` is switched off while your code runs; ...
+        ShortcutError: implement this yourself: `torch.softmax` is switched off in this part; ...
     """
     if not dotted_names:
         raise ValueError("forbid_shortcuts needs at least one dotted name, e.g. 'torch.softmax'")
