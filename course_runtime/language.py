@@ -1,0 +1,431 @@
+"""The learner's language in a course kernel: figure text, widget labels and test messages.
+
+The Chinese notebooks run the same code cells as the English ones, byte for byte. What a learner
+*sees* from that code is translated where it is shown, from gettext catalogues keyed by the English:
+
+- ``locales/zh_CN/LC_MESSAGES/figures.po``: titles, axis labels, legends and widget labels;
+- ``locales/zh_CN/LC_MESSAGES/messages.po``: what a failed check or test says (``testing.check_close``
+  and friends, the hints and ``assert`` messages of the exercises' visible tests, the stub's
+  ``NotImplementedError``).
+
+Both are written by ``python -m autograder i18n update`` from the code (English ``msgid``), and
+translated like the page catalogues. An entry flagged ``course-pattern`` came from an f-string: its
+``{...}`` parts are placeholders that match any text and reappear in the translation
+(``"layer {layer}, head {h}"`` -> ``"第 {layer} 层，第 {h} 个头"``; ``{{`` and ``}}`` are literal braces).
+
+Which language: :func:`set_language` (the Chinese notebooks' setup cell; the grader for a Chinese
+submission), else ``$COURSE_LANGUAGE`` (the Chinese book build sets it), else English, where every
+function here returns its input unchanged. :func:`install` puts the translation where output is
+shown: matplotlib figures when they are drawn to an image (with a CJK font: ``$COURSE_CJK_FONT`` or
+one installed on the system; without one the figures stay English rather than show empty boxes),
+ipywidgets labels when a widget is made, and the traceback of a failed ``assert`` in IPython. Loaded
+as an IPython extension (``%load_ext course_runtime.language``), it installs itself for the
+language in force.
+
+Only the standard library is needed to read the catalogues (this runs in a learner's kernel).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENGLISH = "en"
+CHINESE = "zh_CN"
+LANGUAGES = (ENGLISH, CHINESE)
+ENV_LANGUAGE = "COURSE_LANGUAGE"
+ENV_FONT = "COURSE_CJK_FONT"
+CATALOGUE_DIR = Path(__file__).resolve().parent / "locales"
+DOMAINS = ("figures", "messages")
+PATTERN_FLAG = "course-pattern"
+#: Fonts with Chinese glyphs that may already be installed (Debian, macOS, Windows).
+SYSTEM_CJK_FONTS = ("Noto Sans SC", "Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
+                    "WenQuanYi Micro Hei", "PingFang SC", "Microsoft YaHei", "SimHei")
+
+_chosen: str | None = None
+
+
+def normalize_language(language: str | None) -> str:
+    """``"zh"``, ``"zh-CN"``, ``"zh_cn"`` -> ``"zh_CN"``; ``None``, ``""``, ``"en"``, ``"en_US"`` -> ``"en"``.
+
+    Raises:
+        ValueError: for a language the course does not have, naming the ones it has.
+    """
+    key = (language or ENGLISH).strip().replace("-", "_").lower()
+    if key in ("zh", "zh_cn", "zh_hans", "zh_hans_cn"):
+        return CHINESE
+    if key == "en" or key.startswith("en_"):
+        return ENGLISH
+    raise ValueError(f"the course has no language {language!r}; choose one of {', '.join(LANGUAGES)}")
+
+
+def get_language() -> str:
+    """The language in force: :func:`set_language`'s, else ``$COURSE_LANGUAGE``, else English."""
+    return _chosen or normalize_language(os.environ.get(ENV_LANGUAGE))
+
+
+def set_language(language: str | None) -> str:
+    """Choose the language of what the course's code shows in this process (and its children, through
+    ``$COURSE_LANGUAGE``); returns it normalised. Call :func:`install` to translate figures and widgets."""
+    global _chosen
+    _chosen = normalize_language(language)
+    os.environ[ENV_LANGUAGE] = _chosen
+    return _chosen
+
+
+# --- Catalogues -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    msgid: str = ""
+    msgstr: str = ""
+    context: str | None = None
+    flags: set[str] = field(default_factory=set)
+
+
+def _unquote(line: str) -> str:
+    return ast.literal_eval(line)  # a PO string is a C string; Python's literal rules read it the same
+
+
+def read_po(path: Path) -> list[Entry]:
+    """The entries of a gettext catalogue (msgctxt, msgid, msgstr and flags; no plural forms).
+
+    Raises:
+        ValueError: naming the file and line of something that is not PO syntax.
+    """
+    entries, entry, current, flags = [], Entry(), None, set()
+    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if line.startswith("#,"):
+            flags |= {f.strip() for f in line[2:].split(",") if f.strip()}
+            continue
+        if not line or line.startswith("#"):
+            continue
+        keyword, _, rest = line.partition(" ")
+        try:
+            if keyword in ("msgctxt", "msgid", "msgstr"):
+                value = _unquote(rest)
+                if keyword != "msgstr" and current in ("msgstr", None):
+                    if current == "msgstr":
+                        entries.append(entry)
+                    entry, flags = Entry(flags=flags), set()
+                current = keyword
+            elif line.startswith('"') and current:
+                keyword, value = current, _unquote(line)
+            else:
+                raise ValueError(line)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"{path}:{number}: not a line of a PO catalogue: {raw!r}") from None
+        if keyword == "msgctxt":
+            entry.context = (entry.context or "") + value
+        else:
+            setattr(entry, keyword, getattr(entry, keyword) + value)
+    if current == "msgstr":
+        entries.append(entry)
+    return [e for e in entries if e.msgid]
+
+
+def _pattern(msgid: str) -> tuple[re.Pattern, list[str]]:
+    """A full-match regular expression for an f-string message, and its placeholders in order."""
+    parts, names, position = [], [], 0
+    for match in re.finditer(r"\{\{|\}\}|\{([^{}]+)\}", msgid):
+        parts.append(re.escape(msgid[position:match.start()]))
+        if match.group(1) is None:
+            parts.append(re.escape(match.group(0)[0]))
+        else:
+            parts.append("(.+?)")
+            names.append(match.group(1))
+        position = match.end()
+    parts.append(re.escape(msgid[position:]))
+    return re.compile("".join(parts), re.DOTALL), names
+
+
+class Catalogue:
+    """One domain's translations: exact messages, and f-string patterns whose placeholders match
+    any text (each filled-in value is translated in turn when the catalogue knows it)."""
+
+    def __init__(self, entries: list[Entry]):
+        self.exact: dict[str, str] = {}
+        self.patterns: list[tuple[re.Pattern, list[str], str]] = []
+        for e in entries:
+            if not e.msgstr or "fuzzy" in e.flags:
+                continue
+            if PATTERN_FLAG in e.flags:
+                regex, names = _pattern(e.msgid)
+                self.patterns.append((regex, names, e.msgstr))
+            else:
+                self.exact[e.msgid] = e.msgstr
+        # Longer patterns are more specific: try them first.
+        self.patterns.sort(key=lambda p: -len(p[0].pattern))
+
+    def lookup(self, text: str) -> str | None:
+        """The translation of all of ``text``, or None."""
+        if text in self.exact:
+            return self.exact[text]
+        for regex, names, template in self.patterns:
+            match = regex.fullmatch(text)
+            if match:
+                values = {name: self.exact.get(value, value) for name, value in zip(names, match.groups())}
+                return re.sub(r"\{\{|\}\}|\{([^{}]+)\}",
+                              lambda m: values.get(m.group(1), m.group(0)) if m.group(1) else m.group(0)[0],
+                              template)
+        return None
+
+    def __len__(self) -> int:
+        return len(self.exact) + len(self.patterns)
+
+
+@functools.lru_cache(maxsize=None)
+def catalogue(domain: str, language: str) -> Catalogue:
+    """The catalogue of ``domain`` (``"figures"`` or ``"messages"``) in ``language``; empty for English."""
+    if domain not in DOMAINS:
+        raise ValueError(f"no catalogue {domain!r}; the domains are {', '.join(DOMAINS)}")
+    path = CATALOGUE_DIR / language / "LC_MESSAGES" / f"{domain}.po"
+    return Catalogue(read_po(path) if language != ENGLISH and path.is_file() else [])
+
+
+def translate(text: str, domain: str = "messages", language: str | None = None) -> str:
+    """``text`` in ``language`` (default: :func:`get_language`), or ``text`` itself when the catalogue
+    does not know it.
+
+    Example:
+        >>> translate("attention weights", "figures", "en")
+        'attention weights'
+    """
+    language = normalize_language(language) if language else get_language()
+    if language == ENGLISH or not isinstance(text, str) or not text.strip():
+        return text
+    return catalogue(domain, language).lookup(text) or text
+
+
+_HINT = "Hint: "
+_HINT_TRANSLATED = {CHINESE: "提示："}
+# Where one sentence of a message ends and the next begins.
+_SENTENCE_END = re.compile(r"(?<=[.?!:])\s+(?=[A-Z`(])")
+
+
+def translate_message(message: str, language: str | None = None) -> str:
+    """What a failed check or test says, in ``language``: line by line, the ``Hint: ...`` line with
+    its hint translated, and a line the catalogue does not know as a whole sentence by sentence.
+    Untranslated parts stay English; English is returned unchanged.
+
+    This is the function that shows a message to a learner: the kernel's traceback of a failed
+    ``assert`` (see :func:`install`) and the grader's feedback call it.
+    """
+    language = normalize_language(language) if language else get_language()
+    if language == ENGLISH or not isinstance(message, str):
+        return message
+    table = catalogue("messages", language)
+    lines = []
+    for line in message.split("\n"):
+        prefix = ""
+        if line.startswith(_HINT):
+            prefix, line = _HINT_TRANSLATED.get(language, _HINT), line[len(_HINT):]
+        whole = table.lookup(line)
+        if whole is None:
+            sentences = _SENTENCE_END.split(line)
+            whole = " ".join(table.lookup(s) or s for s in sentences)
+        lines.append(prefix + whole)
+    return "\n".join(lines)
+
+
+def notebook_language(nb) -> str:
+    """The language of a notebook: ``metadata.course.language`` when present, else Chinese when its
+    markdown is mostly Chinese (a learner's copy of a Chinese exercise), else English."""
+    meta = (nb.get("metadata") or {}).get("course") or {}
+    if meta.get("language"):
+        return normalize_language(meta["language"])
+    text = "".join(c.get("source", "") if isinstance(c.get("source"), str) else "".join(c.get("source", []))
+                   for c in nb.get("cells", []) if c.get("cell_type") == "markdown")
+    letters = len(re.findall(r"[A-Za-z\u4e00-\u9fff]", text))
+    chinese = len(re.findall(r"[\u4e00-\u9fff]", text))
+    return CHINESE if letters and chinese / letters > 0.2 else ENGLISH
+
+
+# --- Where output is shown: figures, widgets, tracebacks ------------------------------------------
+
+_installed: set[str] = set()
+
+
+def cjk_font() -> str | None:
+    """A font file with Chinese glyphs that matplotlib can read, or None.
+
+    ``$COURSE_CJK_FONT`` names a .ttf, .otf or .woff file (the book build fetches Noto Sans SC, see
+    ``site/assets.json``; a .woff is converted to .ttf once, beside it or in ``~/.cache``); else one
+    of :data:`SYSTEM_CJK_FONTS` that matplotlib already knows.
+    """
+    from matplotlib import font_manager
+
+    named = os.environ.get(ENV_FONT)
+    if named and Path(named).is_file():
+        path = Path(named)
+        if path.suffix.lower() in (".woff", ".woff2"):
+            path = _as_ttf(path)
+        if path is not None:
+            return str(path)
+    for family in SYSTEM_CJK_FONTS:
+        try:
+            found = font_manager.findfont(font_manager.FontProperties(family=family), fallback_to_default=False)
+        except ValueError:
+            continue
+        return found
+    return None
+
+
+def _as_ttf(path: Path) -> Path | None:
+    """``path`` (a web font) as a .ttf that FreeType reads, converted with fontTools once."""
+    from fontTools.ttLib import TTFont
+
+    for folder in (path.parent, Path.home() / ".cache" / "transformer-core-site" / "fonts"):
+        target = folder / (path.stem + ".ttf")
+        if target.is_file() and target.stat().st_mtime >= path.stat().st_mtime:
+            return target
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            font = TTFont(str(path))
+            font.flavor = None
+            partial = target.with_suffix(f".{os.getpid()}.part")
+            font.save(str(partial))
+            partial.replace(target)
+            return target
+        except OSError:
+            continue
+    return None
+
+
+def _translate_figure(figure) -> list:
+    """Translate every text of ``figure`` in place; return ``(text, english)`` pairs to undo it."""
+    from matplotlib.text import Text
+
+    undo = []
+    for text in figure.findobj(Text):
+        english = text.get_text()
+        chinese = translate(english, "figures")
+        if chinese != english:
+            text.set_text(chinese)
+            undo.append((text, english))
+    return undo
+
+
+def _install_figures(language: str) -> bool:
+    import matplotlib
+    from matplotlib import font_manager
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    font = cjk_font()
+    if font is None:
+        return False
+    font_manager.fontManager.addfont(font)
+    family = font_manager.FontProperties(fname=font).get_name()
+    # DejaVu Sans draws Latin letters and digits; the CJK font the rest (matplotlib's per-glyph fallback).
+    sans = [f for f in matplotlib.rcParams["font.sans-serif"] if f != family]
+    matplotlib.rcParams["font.sans-serif"] = sans[:1] + [family] + sans[1:]
+    matplotlib.rcParams["font.family"] = ["sans-serif"]
+    original = FigureCanvasBase.print_figure
+    if getattr(original, "_course_language", False):
+        return True
+
+    @functools.wraps(original)
+    def print_figure(self, *args, **kwargs):
+        undo = _translate_figure(self.figure) if get_language() != ENGLISH else []
+        try:
+            return original(self, *args, **kwargs)
+        finally:  # the figure's own texts stay what the code set, for code that reads them back
+            for text, english in undo:
+                text.set_text(english)
+
+    print_figure._course_language = True
+    FigureCanvasBase.print_figure = print_figure
+    return True
+
+
+def _translate_widget(widget) -> None:
+    for name in ("description", "tooltip", "placeholder"):
+        value = getattr(widget, name, None)
+        if isinstance(value, str) and value:
+            translated = translate(value, "figures")
+            if translated != value:
+                setattr(widget, name, translated)
+    labels = getattr(widget, "_options_labels", None)
+    if labels:
+        translated = tuple(translate(label, "figures") for label in labels)
+        if translated != tuple(labels):
+            widget._options_labels = translated
+    if type(widget).__name__ in ("Label", "HTML", "HTMLMath", "Button", "ToggleButton") and isinstance(
+            getattr(widget, "value", None), str):
+        translated = translate(widget.value, "figures")
+        if translated != widget.value:
+            widget.value = translated
+
+
+def _install_widgets(language: str) -> bool:
+    try:
+        from ipywidgets import Widget
+    except ImportError:
+        return False
+    previous = getattr(Widget, "_widget_construction_callback", None)
+    if getattr(previous, "_course_language", False):
+        return True
+
+    def constructed(widget):
+        if previous is not None:
+            previous(widget)
+        if get_language() != ENGLISH:
+            _translate_widget(widget)
+
+    constructed._course_language = True
+    Widget.on_widget_constructed(constructed)
+    return True
+
+
+def _install_tracebacks(language: str, ipython) -> bool:
+    """Show a failed ``assert``'s message (and the stub's NotImplementedError, a ShortcutError) translated."""
+    if ipython is None:
+        return False
+    from course_runtime.errors import ShortcutError
+
+    def handler(shell, etype, value, tb, tb_offset=None):
+        if value.args and isinstance(value.args[0], str):
+            value.args = (translate_message(value.args[0]),) + tuple(value.args[1:])
+        return shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+
+    ipython.set_custom_exc((AssertionError, NotImplementedError, ShortcutError), handler)
+    return True
+
+
+def install(language: str | None = None, *, ipython=None) -> list[str]:
+    """Translate what this kernel shows into ``language`` (default: the language in force).
+
+    Returns the places now translated, among ``"figures"``, ``"widgets"`` and ``"tracebacks"``
+    (figures only when a CJK font was found). English installs nothing.
+    """
+    if language is not None:
+        set_language(language)
+    language = get_language()
+    if language == ENGLISH:
+        return []
+    if ipython is None:
+        try:
+            from IPython import get_ipython
+            ipython = get_ipython()
+        except ImportError:
+            ipython = None
+    done = []
+    for name, step in (("figures", lambda: _install_figures(language)),
+                       ("widgets", lambda: _install_widgets(language)),
+                       ("tracebacks", lambda: _install_tracebacks(language, ipython))):
+        if name in _installed or step():
+            _installed.add(name)
+            done.append(name)
+    return done
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext course_runtime.language``: translate this kernel's output if ``$COURSE_LANGUAGE``
+    (or :func:`set_language`) says so."""
+    install(ipython=ipython)
