@@ -76,7 +76,8 @@ def blocks(text: str) -> list[str]:
 
 
 _NOT_PROSE = [re.compile(p, re.DOTALL | re.MULTILINE) for p in (
-    r"(`{3,}|~{3,})[^\n]*\n.*?\1",           # fenced code
+    # fenced code; a directive's fence ({admonition}, {dropdown}, {note}) holds prose and stays
+    r"(`{3,}|~{3,})(?![ \t]*\{(?!code|math))[^\n]*\n.*?\1",
     r"\$\$.*?\$\$", r"\$[^$\n]+\$",          # math
     r"`[^`\n]+`",                            # inline code
     r"!\[[^\]]*\]",                           # image alt text (the Colab badge)
@@ -208,7 +209,7 @@ def catalogue_path(docname: str, root: Path = REPO_ROOT) -> Path:
     return root / LOCALE_DIR / f"{docname}.po"
 
 
-def _template(msgids: list[str], location: str, creation_date=None):
+def _template(msgids: list[str], location: str, creation_date=None, *, math: list[str] = ()):
     from babel.messages.catalog import Catalog
 
     catalog = Catalog(locale=LANGUAGE, project="Transformer Core Mechanisms", version="1",
@@ -218,6 +219,9 @@ def _template(msgids: list[str], location: str, creation_date=None):
                       **({"creation_date": creation_date} if creation_date else {}))
     for index, msgid in enumerate(msgids, start=1):
         catalog.add(msgid, locations=[(location, index)])
+    for index, phrase in enumerate(math, start=1):
+        catalog.add(phrase, locations=[(location, index)], context=MATH_CONTEXT,
+                    auto_comments=["A phrase inside a formula (\\text{...}): translate it, or copy it to keep it."])
     return catalog
 
 
@@ -254,18 +258,20 @@ def update(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
     Returns:
         ``{docname: {"translated": n, "fuzzy": n, "untranslated": n}}``.
     """
-    documents = {page.docname: (messages(page_texts(page)), page.path.relative_to(root).as_posix())
+    documents = {page.docname: (messages(page_texts(page)), page.path.relative_to(root).as_posix(),
+                                math_phrases("\n\n".join(page_texts(page))))
                  for page in pages(root)}
-    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml")
-    for docname, (msgids, location) in documents.items():
+    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [])
+    for docname, (msgids, location, math) in documents.items():
         path = catalogue_path(docname, root)
         if path.exists():
             catalog = read_catalogue(path)
-            catalog.update(_template(msgids, location, catalog.creation_date), update_header_comment=False)
+            catalog.update(_template(msgids, location, catalog.creation_date, math=math), update_header_comment=False)
             catalog.obsolete.clear()          # a removed paragraph's translation is dropped, not kept
         else:
-            catalog = _template(msgids, location)
+            catalog = _template(msgids, location, math=math)
         write_catalogue(catalog, path)
+    update_runtime(root)
     return status(root)
 
 
@@ -280,20 +286,104 @@ def status(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
             "fuzzy": sum(1 for m in entries if m.fuzzy),
             "untranslated": sum(1 for m in entries if not m.string),
         }
-    return counts
+    return counts | runtime_status(root)
 
 
-def translations(docname: str, root: Path = REPO_ROOT) -> dict[str, str]:
-    """English block -> Chinese block, for the finished (not fuzzy, not empty) messages of a page."""
+def translations(docname: str, root: Path = REPO_ROOT, *, context: str | None = None) -> dict[str, str]:
+    """English -> Chinese, for the finished (not fuzzy, not empty) messages of a page: its blocks,
+    or with ``context=MATH_CONTEXT`` the phrases inside its formulas."""
     path = catalogue_path(docname, root)
     if not path.exists():
         return {}
-    return {m.id: m.string for m in read_catalogue(path) if m.id and m.string and not m.fuzzy}
+    return {m.id: m.string for m in read_catalogue(path)
+            if m.id and m.string and not m.fuzzy and m.context == context}
 
 
-def translate_text(text: str, table: dict[str, str]) -> str:
-    """``text`` with every block that has a translation replaced by it (others stay English)."""
-    return "\n\n".join(table.get(block, block) for block in blocks(text))
+def translate_text(text: str, table: dict[str, str], math: dict[str, str] | None = None) -> str:
+    """``text`` with every block that has a translation replaced by it (others stay English), the
+    translated blocks' line breaks between Chinese characters joined (:func:`join_cjk_lines`) and the
+    phrases of formulas translated (:func:`translate_math`)."""
+    out = []
+    for block in blocks(text):
+        if block in table:
+            block = join_cjk_lines(table[block])
+        out.append(translate_math(block, math) if math else block)
+    return "\n\n".join(out)
+
+
+# --- Typesetting: Chinese lines, phrases in formulas ------------------------------------------------
+
+#: CJK ideographs, kana, CJK and full-width punctuation, and the curly quotes, dash and ellipsis
+#: that Chinese text uses.
+CJK = "\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\u201c\u201d\u2018\u2019\u2014\u2026"
+# A line break with a Chinese character on both sides, allowing emphasis, a role or a link's end between.
+_CJK_BREAK = re.compile(rf"([{CJK}](?:\*\*|\*|_|`|\]\([^)\s]*\)|\])?)\n[ \t]*((?:\*\*|\*|_|\[|\{{[\w:-]+\}}`)?[{CJK}])")
+# Spans whose line breaks mean something: code fences (not a directive's) and display math.
+_KEEP_LINES = re.compile(r"(`{3,}|~{3,})(?![ \t]*\{(?!code|math))[^\n]*\n.*?\1|\$\$.*?\$\$", re.DOTALL)
+
+
+def join_cjk_lines(text: str) -> str:
+    r"""Join the lines of a Chinese paragraph where the break falls between two Chinese characters.
+
+    A browser shows a line break inside a paragraph as a space, which is right between English
+    words and wrong between Chinese characters ("即一个 仅解码器模型").
+
+    Example:
+        >>> join_cjk_lines("即一个\n**仅解码器模型**，\n在 CPU 上运行。\n- 列表项")
+        '即一个**仅解码器模型**，在 CPU 上运行。\n- 列表项'
+    """
+    out, last = [], 0
+    for kept in _KEEP_LINES.finditer(text):
+        out += [_CJK_BREAK.sub(r"\1\2", text[last:kept.start()]), kept.group(0)]
+        last = kept.end()
+    out.append(_CJK_BREAK.sub(r"\1\2", text[last:]))
+    return "".join(out)
+
+
+MATH_CONTEXT = "math"
+# \text{...} that is not a subscript or superscript (those are names: d_\text{model}, n_\text{layers}).
+_MATH_TEXT = re.compile(r"(?<![_^])(?<![_^]\{)\\text\{([^{}]+)\}")
+# Names kept in formulas: identifiers (max\_norm) and abbreviations (NaN, MFU, FLOPs, FFN).
+_MATH_NAME = re.compile(r"^\s*(?:[A-Za-z]+(?:\\_[A-Za-z]+)+|[A-Z][A-Za-z]*[A-Z][A-Za-z]?s?|[A-Za-z]|tanh|softmax|logits)\s*$")
+
+
+def math_phrases(text: str) -> list[str]:
+    r"""The English phrases of the formulas in ``text`` (``\text{...}`` outside sub- and superscripts,
+    without the spaces around them), which a Chinese page shows translated.
+
+    Example:
+        >>> math_phrases(r"$$\text{cost } O(n) \quad d_\text{model}, \text{NaN}$$")
+        ['cost']
+    """
+    found: dict[str, None] = {}
+    for match in _MATH_TEXT.finditer(_strip_code(text)):
+        phrase = match.group(1)
+        if re.search(r"[A-Za-z]{2,}", phrase) and not _MATH_NAME.match(phrase):
+            found.setdefault(phrase.strip(), None)
+    return list(found)
+
+
+def _strip_code(text: str) -> str:
+    """``text`` without fenced code blocks (not directives) and inline code."""
+    text = re.sub(r"(`{3,}|~{3,})(?![ \t]*\{(?!code|math))[^\n]*\n.*?\1", " ", text, flags=re.DOTALL)
+    return _INLINE_CODE.sub(" ", text)
+
+
+def translate_math(text: str, table: dict[str, str]) -> str:
+    r"""``text`` with the phrases of its formulas translated, keeping the spaces around each.
+
+    Example:
+        >>> translate_math(r"$\text{cost } O(n)$", {"cost": "开销"})
+        '$\\text{开销 } O(n)$'
+    """
+    def swap(match: re.Match) -> str:
+        phrase = match.group(1)
+        chinese = table.get(phrase.strip())
+        if not chinese:
+            return match.group(0)
+        lead, trail = phrase[:len(phrase) - len(phrase.lstrip())], phrase[len(phrase.rstrip()):]
+        return "\\text{" + lead + chinese + trail + "}"
+    return _MATH_TEXT.sub(swap, text)
 
 
 def _zh_links(text: str, root: Path) -> str:
@@ -310,15 +400,16 @@ def rendered(root: Path = REPO_ROOT) -> dict[Path, str]:
     files = {}
     for page in pages(root):
         table = translations(page.docname, root)
+        math = translations(page.docname, root, context=MATH_CONTEXT)
         target = root / ZH_ROOT / page.path.relative_to(root)
         if page.is_notebook:
             nb = copy.deepcopy(read_notebook(page.path))
             for cell in nb.cells:
                 if cell.cell_type == "markdown":
-                    cell.source = _zh_links(translate_text(cell.source, table), root)
+                    cell.source = _zh_links(translate_text(cell.source, table, math), root)
             files[target] = dumps_normalized(nb)
         else:
-            files[target] = _zh_links(translate_text(page.path.read_text(encoding="utf-8"), table), root)
+            files[target] = _zh_links(translate_text(page.path.read_text(encoding="utf-8"), table, math), root)
     files[root / ZH_ROOT / "_toc.yml"] = _zh_toc(root)
     files[root / ZH_ROOT / "_config.yml"] = _zh_config(root)
     return files
@@ -447,10 +538,13 @@ def problems(root: Path = REPO_ROOT, *, complete: bool = True) -> list[str]:
     """
     found = []
     for docname, counts in status(root).items():
+        runtime = docname.startswith("course_runtime/")
+        path = runtime_catalogue_path(docname.split("/")[-1], root) if runtime else catalogue_path(docname, root)
         if complete and (counts["fuzzy"] or counts["untranslated"]):
-            found.append(f"{catalogue_path(docname, root).relative_to(root)}: {counts['untranslated']} untranslated "
-                         f"and {counts['fuzzy']} outdated (fuzzy) paragraphs")
-        found += markup_report(docname, root)
+            found.append(f"{path.relative_to(root)}: {counts['untranslated']} untranslated "
+                         f"and {counts['fuzzy']} outdated (fuzzy) {'messages' if runtime else 'paragraphs'}")
+        if not runtime:
+            found += markup_report(docname, root)
     return found + code_cells_match(root)
 
 
@@ -468,3 +562,316 @@ def dump_status(counts: dict[str, dict[str, int]]) -> str:
         lines.append(f"{docname:<48} {c['translated']:>5} {c['fuzzy']:>6} {c['untranslated']:>5}")
     return "\n".join(lines)
 
+
+
+# --- What the code shows: figure text, widget labels, test messages --------------------------------
+#
+# The code cells are the same in both languages; what they draw and say is translated in the kernel
+# when it is shown (course_runtime/language.py), from two catalogues that ship with course_runtime.
+
+RUNTIME_LOCALE_DIR = Path("course_runtime") / "locales" / LANGUAGE / "LC_MESSAGES"
+PATTERN_FLAG = "course-pattern"      # an f-string: its {...} parts match any text
+# Calls whose string arguments end up on a figure or a widget, and keywords that carry such strings.
+_FIGURE_CALLS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "title", "xlabel", "ylabel", "text",
+                 "annotate", "set_text", "legend", "figtext", "Label", "HTML", "HTMLMath", "Button",
+                 "set_xticklabels", "set_yticklabels"}
+_FIGURE_KEYWORDS = {"label", "title", "xlabel", "ylabel", "description", "tooltip", "placeholder",
+                    "x_labels", "y_labels", "labels", "options"}
+_MESSAGE_KEYWORDS = {"hint", "mistakes"}
+# Figure strings that the code computes rather than writes (plot_curves labels a curve by its history
+# key, ``train_loss`` -> ``train loss``; a title's f-string chooses between "with" and "without").
+_COMPUTED_FIGURE_STRINGS = [("train loss", False), ("val loss", False), ("with", False), ("without", False)]
+
+
+def _string_value(node: "ast.AST") -> tuple[str, bool] | None:
+    """A string literal as (text, False), an f-string as (pattern with {placeholders}, True)."""
+    import ast
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value, False
+    if isinstance(node, ast.JoinedStr):
+        parts = []
+        for value in node.values:
+            if isinstance(value, ast.Constant):
+                parts.append(str(value.value).replace("{", "{{").replace("}", "}}"))
+            else:
+                spec = ""
+                if value.format_spec is not None:
+                    spec = ":" + "".join(str(v.value) for v in value.format_spec.values if isinstance(v, ast.Constant))
+                conversion = "!" + chr(value.conversion) if value.conversion != -1 else ""
+                parts.append("{" + ast.unparse(value.value) + conversion + spec + "}")
+        return "".join(parts), True
+    return None
+
+
+def _strings_in(node: "ast.AST") -> list[tuple[str, bool]]:
+    """The strings an expression can evaluate to: literals, f-strings, both sides of ``+`` and of
+    ``a if c else b``, the items of lists, tuples and dicts (keys and values)."""
+    import ast
+
+    found = _string_value(node)
+    if found:
+        return [found]
+    children = []
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        children = [node.left, node.right]
+    elif isinstance(node, ast.IfExp):
+        children = [node.body, node.orelse]
+    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        children = node.elts
+    elif isinstance(node, ast.Dict):
+        children = [k for k in node.keys if k is not None] + node.values
+    elif isinstance(node, ast.ListComp):
+        children = [node.elt]
+    elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_with_hint" and node.args:
+        children = [node.args[0]]
+    return [s for child in children for s in _strings_in(child)]
+
+
+def _is_words(text: str) -> bool:
+    """Words a reader sees (two letters or more outside math and placeholders), not an identifier
+    (``train_loss``) or an address."""
+    plain = re.sub(r"\$[^$]*\$|\{[^{}]*\}", " ", text)
+    identifier = re.fullmatch(r"[A-Za-z_][\w.]*", text.strip()) and ("_" in text or "." in text)
+    return re.search(r"[A-Za-z]{2,}", plain) is not None and not identifier and "://" not in text
+
+
+def _parse_code(source: str):
+    """The AST of a code cell, IPython magics and shell lines blanked out (kept as ``pass``)."""
+    import ast
+
+    lines = [re.sub(r"^(\s*)[%!].*$", r"\1pass", line) for line in source.split("\n")]
+    try:
+        return ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+
+
+def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]:
+    """The strings that code shows: on figures and widgets (``figures=True``), or in test messages
+    (``assert`` messages, ``raise`` messages, ``hint=`` and ``mistakes=`` of the checks)."""
+    import ast
+
+    found: dict[str, bool] = {}
+    for source in sources:
+        tree = _parse_code(source)
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            candidates = []
+            if figures and isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if name in _FIGURE_CALLS:
+                    candidates += node.args
+                candidates += [k.value for k in node.keywords if k.arg in _FIGURE_KEYWORDS]
+            elif not figures:
+                if isinstance(node, ast.Assert) and node.msg is not None:
+                    candidates.append(node.msg)
+                elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                    if getattr(node.exc.func, "id", "") in ("AssertionError", "NotImplementedError", "ShortcutError"):
+                        candidates.append(node.exc.args[0])
+                elif isinstance(node, ast.Call):
+                    candidates += [k.value for k in node.keywords if k.arg in _MESSAGE_KEYWORDS]
+            for candidate in candidates:
+                for text, is_pattern in _strings_in(candidate):
+                    if _is_words(text):
+                        found.setdefault(text, is_pattern)
+    return list(found.items())
+
+
+def runtime_messages(root: Path = REPO_ROOT) -> dict[str, list[tuple[str, bool]]]:
+    """``{"figures": [...], "messages": [...]}``: the (English, is_pattern) strings the code shows.
+
+    Figures: the chapters' code cells and ``course_runtime/viz.py``. Messages: ``course_runtime/testing.py``
+    and the code cells of the released exercises (their visible tests only: hidden tests are not in
+    the released notebooks, and their messages stay out of a package that learners install).
+    """
+    chapters = [cell.source for page in pages(root) if page.is_notebook and page.docname.startswith("book/")
+                for cell in read_notebook(page.path).cells if cell.cell_type == "code"]
+    exercises = [cell.source for page in pages(root) if page.is_notebook and not page.docname.startswith("book/")
+                 for cell in read_notebook(page.path).cells if cell.cell_type == "code"]
+    runtime = root / "course_runtime"
+    viz = (runtime / "viz.py").read_text(encoding="utf-8") if (runtime / "viz.py").exists() else ""
+    testing = (runtime / "testing.py").read_text(encoding="utf-8") if (runtime / "testing.py").exists() else ""
+    stub = ['raise NotImplementedError("replace this line with your code")']
+    return {"figures": code_strings(chapters + exercises + [viz], figures=True) + _COMPUTED_FIGURE_STRINGS,
+            "messages": code_strings([testing] + exercises + stub, figures=False)}
+
+
+def runtime_catalogue_path(domain: str, root: Path = REPO_ROOT) -> Path:
+    return root / RUNTIME_LOCALE_DIR / f"{domain}.po"
+
+
+def update_runtime(root: Path = REPO_ROOT) -> None:
+    """Merge the code's figure strings and test messages into ``course_runtime/locales`` (as
+    :func:`update` does for the pages); an f-string's entry is flagged ``course-pattern``."""
+    for domain, strings in runtime_messages(root).items():
+        path = runtime_catalogue_path(domain, root)
+        template = _template([text for text, _ in strings], f"<code: {domain}>")
+        for text, is_pattern in strings:
+            if is_pattern:
+                template[text].flags.add(PATTERN_FLAG)
+        if path.exists():
+            catalog = read_catalogue(path)
+            catalog.update(template, update_header_comment=False)
+            catalog.obsolete.clear()
+            for message in catalog:            # the flag follows the code (a literal may become an f-string)
+                if message.id and message.id in template:
+                    message.flags.discard(PATTERN_FLAG)
+                    message.flags |= template[message.id].flags & {PATTERN_FLAG}
+        else:
+            catalog = template
+        write_catalogue(catalog, path)
+
+
+def runtime_status(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
+    """Counts of the runtime catalogues, as :func:`status` gives them for the pages."""
+    counts = {}
+    for domain in ("figures", "messages"):
+        path = runtime_catalogue_path(domain, root)
+        entries = [m for m in read_catalogue(path) if m.id] if path.exists() else []
+        counts[f"course_runtime/{domain}"] = {
+            "translated": sum(1 for m in entries if m.string and not m.fuzzy),
+            "fuzzy": sum(1 for m in entries if m.fuzzy),
+            "untranslated": sum(1 for m in entries if not m.string),
+        }
+    return counts
+
+
+# --- What a Chinese reader sees: English left over, typesetting, one form per term -----------------
+
+TERMS_FILE = Path("locales") / LANGUAGE / "terms.yml"
+# What stays English in Chinese text: names of libraries, models, papers' authors and the like, and
+# any English in full-width parentheses (a term's English at first use: 词元（token）).
+_FULLWIDTH_GLOSS = re.compile(r"（[^（）\u4e00-\u9fff]*）")
+_ENGLISH_RUN = re.compile(r"[A-Za-z][A-Za-z'’-]*(?:[ \t]+[A-Za-z][A-Za-z'’-]*){3,}")
+
+
+def load_terms(root: Path = REPO_ROOT) -> dict:
+    """``locales/zh_CN/terms.yml``: ``{"terms": [...], "keep": [...]}`` (see the file's header)."""
+    import yaml
+
+    data = yaml.safe_load((root / TERMS_FILE).read_text(encoding="utf-8")) or {}
+    data.setdefault("terms", [])
+    data.setdefault("keep", [])
+    return data
+
+
+def visible_prose(markdown: str) -> str:
+    """The words of a Markdown text a reader sees as prose: without code (fenced and inline), math,
+    link targets and addresses, directive and label lines, role names, HTML tags and comments.
+    A role's text stays (``{term}`掩码 <mask>``` -> ``掩码``)."""
+    text = _strip_code(markdown)
+    text = _DISPLAY_MATH.sub(" ", text)
+    text = _INLINE_MATH.sub(" ", text)
+    text = re.sub(r"(?m)^\s*(`{3,}|:{3,})\{[^}]*\}", " ", text)          # directive names (titles stay)
+    text = re.sub(r"(?m)^\s*:[\w-]+:.*$|^\s*(`{3,}|:{3,})\s*$|^\s*\([\w-]+\)=\s*$", " ", text)
+    text = re.sub(r"\{[\w:-]+\}`([^`<]*?)\s*(?:<[^>`]*>)?`", r"\1", text)  # roles keep their text
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", " ", text)                       # images (the Colab badge)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    text = re.sub(r"https?://\S+|<!--.*?-->|<[^>]+>", " ", text, flags=re.DOTALL)
+    return text
+
+
+def page_prose(path: Path) -> list[str]:
+    """The visible prose of a page of ``zh/``: each markdown cell of a notebook, or the Markdown file."""
+    if path.suffix == ".ipynb":
+        return [visible_prose(c.source) for c in read_notebook(path).cells if c.cell_type == "markdown"]
+    return [visible_prose(path.read_text(encoding="utf-8"))]
+
+
+def english_runs(prose: str, keep: list[str] = ()) -> list[str]:
+    """Runs of four or more English words in Chinese prose (an untranslated sentence), other than
+    the ``keep`` phrases (names) and English glosses in full-width parentheses.
+
+    Example:
+        >>> english_runs("自注意力（scaled dot-product attention）由 Vaswani et al. 提出。This was left in English.")
+        ['This was left in English']
+    """
+    text = _FULLWIDTH_GLOSS.sub(" ", prose)
+    for phrase in sorted(keep, key=len, reverse=True):
+        text = text.replace(phrase, " ")
+    return [m.group(0) for m in _ENGLISH_RUN.finditer(text)]
+
+
+_TYPESETTING = [
+    (re.compile(rf"[\u4e00-\u9fff][ \t]+[\u4e00-\u9fff]"), "a space between Chinese characters"),
+    (re.compile(rf"[\u4e00-\u9fff][,;:?!](?=\s|[\u4e00-\u9fff]|$)|[\u4e00-\u9fff]\.(?=\s*[\u4e00-\u9fff]|\s*$)"),
+     "ASCII punctuation after a Chinese character (use ，；：？！。)"),
+    (re.compile(r"\d\s+%"), "a space before % (46%)"),
+    (re.compile(r"[“‘]\s|\s[”’]"), "a space inside quotation marks"),
+    (re.compile(rf"[\u4e00-\u9fff]\s*->|->\s*[\u4e00-\u9fff]"), "ASCII -> in Chinese text (use →)"),
+    (re.compile(rf"(?<![*\w])\*[^*\s][^*]*[\u4e00-\u9fff][^*]*\*(?!\*)|(?<![\w_])_[^_\s][^_]*[\u4e00-\u9fff][^_]*_(?![\w_])"),
+     "italics on Chinese characters (use bold or nothing)"),
+]
+
+
+def typesetting_problems(prose: str) -> list[str]:
+    """Chinese typesetting mistakes in prose: ``"<what>: <context>"`` for each.
+
+    Example:
+        >>> typesetting_problems("即一个 仅解码器模型, 占 46 %。")
+        ['a space between Chinese characters: …即一个 仅解码器模型…', 'ASCII punctuation after a Chinese character (use ，；：？！。): …仅解码器模型, 占 46…', 'a space before % (46%): …, 占 46 %。…']
+    """
+    found = []
+    for pattern, what in _TYPESETTING:
+        for match in pattern.finditer(prose):
+            context = prose[max(0, match.start() - 5):match.end() + 5].replace("\n", " ")
+            found.append(f"{what}: …{context}…")
+    return found
+
+
+def _headings_removed(prose: str) -> str:
+    return re.sub(r"(?m)^\s*#+\s.*$", " ", prose)
+
+
+def term_problems(prose: str, terms: list[dict]) -> list[str]:
+    """Where a page departs from the term list: a form to avoid, or a term's first use (outside
+    headings) without its English in full-width parentheses.
+
+    Example:
+        >>> term_problems("被掩蔽的位置。词元是模型的输入。", [{"en": "token", "zh": "词元"},
+        ...                {"en": "masked", "zh": "被掩码", "avoid": ["被掩蔽"], "gloss": False}])
+        ['first use of 词元 without （token）', '"被掩蔽" (write 被掩码 for masked)']
+    """
+    found = []
+    for term in terms:
+        for avoided in term.get("avoid", []):
+            if avoided in prose:
+                found.append(f'"{avoided}" (write {term["zh"]} for {term["en"]})')
+        plain = _FULLWIDTH_GLOSS.sub(lambda m: m.group(0) if re.search("[\u4e00-\u9fff]", m.group(0)) else "（）", prose)
+        for pattern in term.get("avoid_re", []):
+            for match in re.finditer(pattern, plain):
+                found.append(f'"{match.group(0).strip()}" (write {term["zh"]} for {term["en"]})')
+        if term.get("gloss", True):
+            body = _headings_removed(prose)
+            first = body.find(term["zh"])
+            if first < 0:
+                continue
+            before = body[max(0, first - 12):first]
+            if any(before.endswith(alternative.replace(term["zh"], "")) and alternative != term["zh"]
+                   for alternative in term.get("first", [])):
+                continue
+            after = re.sub(r"^[*_`]+", "", body[first + len(term["zh"]):first + len(term["zh"]) + 80])
+            gloss = re.match(r"（([^（）]*)）", after)
+            english = term["en"].lower().replace("-", " ")
+            if not gloss or english.split()[-1].rstrip("s") not in gloss.group(1).lower().replace("-", " "):
+                found.append(f"first use of {term['zh']} without （{term['en']}）")
+    return found
+
+
+def reader_problems(root: Path = REPO_ROOT) -> list[str]:
+    """English sentences, typesetting mistakes and departures from the term list on the pages of
+    ``zh/`` (the bibliography's English titles excepted), one line each."""
+    terms = load_terms(root)
+    found = []
+    for page in pages(root):
+        path = root / ZH_ROOT / page.path.relative_to(root)
+        if not path.exists() or page.docname == "book/references":
+            continue
+        prose = "\n\n".join(page_prose(path))
+        where = path.relative_to(root).as_posix()
+        found += [f"{where}: English left: {run!r}" for run in english_runs(prose, terms["keep"])]
+        found += [f"{where}: {problem}" for problem in typesetting_problems(prose)]
+        found += [f"{where}: {problem}" for problem in term_problems(prose, terms["terms"])]
+    return found

@@ -323,9 +323,11 @@ def _install_figures(language: str) -> bool:
     font_manager.fontManager.addfont(font)
     family = font_manager.FontProperties(fname=font).get_name()
     # DejaVu Sans draws Latin letters and digits; the CJK font the rest (matplotlib's per-glyph fallback).
-    sans = [f for f in matplotlib.rcParams["font.sans-serif"] if f != family]
-    matplotlib.rcParams["font.sans-serif"] = sans[:1] + [family] + sans[1:]
-    matplotlib.rcParams["font.family"] = ["sans-serif"]
+    # (a generic family such as "sans-serif" resolves to one font, so the families are named).
+    latin = font_manager.FontProperties(family=matplotlib.rcParams["font.family"]).get_family()[0]
+    if latin in ("sans-serif", "serif", "monospace", "cursive", "fantasy"):
+        latin = matplotlib.rcParams[f"font.{latin}"][0]
+    matplotlib.rcParams["font.family"] = [latin, family]
     original = FigureCanvasBase.print_figure
     if getattr(original, "_course_language", False):
         return True
