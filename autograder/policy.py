@@ -397,7 +397,7 @@ class _Checker(ast.NodeVisitor):
 
     def judge_import(self, node: ast.AST, dotted: str, module: str | None = None) -> None:
         base = module or dotted
-        if not (_module_allowed(base) or _root(base) in (LIBRARY, "course_runtime")):
+        if not (_module_allowed(base) or _root(base) in (LIBRARY, "course_runtime", "autograder")):
             self.flag(node, "module not allowed", f"`import {base}`: {_ALLOWED_TEXT}.")
         else:
             self.judge(node, dotted)
