@@ -151,18 +151,36 @@ def _raised_by_the_grader(error: BaseException) -> bool:
     return traceback is not None and Path(traceback.tb_frame.f_code.co_filename).resolve() in grader
 
 
-def hidden_failure(error: BaseException, source: str, line: int) -> str:
+def _written_words(statement: ast.stmt | None) -> tuple[str | None, str | None]:
+    """``(words, hint)`` a test's author wrote in a failing statement: an ``assert``'s or ``raise``'s
+    message, or the ``name=`` and ``hint=`` of a check it calls (computed parts shown as ``…``)."""
+    if isinstance(statement, ast.Assert):
+        return _written_text(statement.msg), None
+    if isinstance(statement, ast.Raise) and isinstance(statement.exc, ast.Call) and statement.exc.args:
+        return _written_text(statement.exc.args[0]), None
+    words, hint = None, None
+    for node in ast.walk(statement) if statement is not None else ():
+        if isinstance(node, ast.Call):
+            keywords = {k.arg: k.value for k in node.keywords}
+            name = _written_text(keywords.get("name"))
+            words = words or (f"`{name}` is not correct" if name else None)
+            hint = hint or _written_text(keywords.get("hint"))
+    return words, hint
+
+
+def hidden_failure(error: BaseException, source: str, lines: list[int]) -> str:
     """What feedback says when a hidden part of a test fails: the author's written words only.
 
     The message a check built (expected values, the hidden call's arguments) and the text of an
     exception the learner's code raised (it may carry data recorded from hidden calls) stay here.
-    What is shown: the kind of failure, the literal parts of the failing check's message and its
-    hint (``check_close(..., name="q", hint="...")``, ``assert ok, f"... {value}"`` -> ``"... …"``).
+    What is shown: the kind of failure and the literal parts of the failing check's message and hint
+    (``check_close(..., name=f"q of shape {s}", hint="...")`` -> "`q of shape …` is not correct"),
+    taken from the innermost statement of the cell that has them.
 
     Args:
         error: what the test raised.
         source: the test cell's source.
-        line: the line of the cell where the failure surfaced (the innermost frame in the cell).
+        lines: the cell's lines on the way to the failure, innermost first.
     """
     learner = error if isinstance(error, remote.LearnerError) else error.__context__
     if isinstance(learner, remote.LearnerError):
@@ -170,30 +188,19 @@ def hidden_failure(error: BaseException, source: str, line: int) -> str:
         text = (f"in a hidden test your code raised {kind} (its message is not shown: it could carry the "
                 "hidden test's data); the part's text and the visible tests name the cases to handle")
         hint = str(error).rpartition("\nHint: ")[2] if "\nHint: " in str(error) else ""
-        return text + (f"\nHint: {hint}" if hint and hint in source else "") + "."
+        return text + "." + (f"\nHint: {hint}" if hint and hint in source else "")
+    if not isinstance(error, AssertionError) and _raised_by_the_grader(error):
+        return describe(error)                  # a mistake in the test itself, worded by the grader
     try:
         tree = ast.parse(source)
     except SyntaxError:
         tree = None
-    statement = _statement_at(tree, line)
     words, hint = None, None
-    if isinstance(statement, ast.Assert):
-        words = _written_text(statement.msg)
-    elif isinstance(statement, ast.Raise) and isinstance(statement.exc, ast.Call) and statement.exc.args:
-        words = _written_text(statement.exc.args[0])
-    elif statement is not None:
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Call):
-                keywords = {k.arg: k.value for k in node.keywords}
-                name = _written_text(keywords.get("name"))
-                hint = hint or _written_text(keywords.get("hint"))
-                if name and words is None:
-                    words = f"`{name}` is not correct"
-    if not isinstance(error, AssertionError) and _raised_by_the_grader(error):
-        return describe(error)                  # a mistake in the test itself, worded by the grader
+    for line in lines:
+        found_words, found_hint = _written_words(_statement_at(tree, line))
+        words, hint = words or found_words, hint or found_hint
     kind = "a hidden check failed" if isinstance(error, AssertionError) else f"a hidden check raised {type(error).__name__}"
-    text = f"{kind}: {words}" if words else kind
-    return text + (f"\nHint: {hint}" if hint else "")
+    return (f"{kind}: {words}" if words else kind) + (f"\nHint: {hint}" if hint else "")
 
 
 class Referee:
@@ -248,18 +255,18 @@ class Referee:
         except remote.KernelUnavailable as error:
             return False, str(error)
         except Exception as error:
-            line = self._hidden_line(error, filename, source)
-            if line is not None:
-                return False, hidden_failure(error, source, line)
+            lines = self._hidden_lines(error, filename, source)
+            if lines is not None:
+                return False, hidden_failure(error, source, lines)
             if isinstance(error, wire.WireError):
                 return False, f"the kernel's answer could not be read: {error}"
             return False, describe(error)
         return True, ""
 
     @staticmethod
-    def _hidden_line(error: BaseException, filename: str, source: str) -> int | None:
-        """Where in the cell ``error`` surfaced (its innermost frame there) if any frame of the cell on
-        its way is in a hidden region, else None (a visible test failed)."""
+    def _hidden_lines(error: BaseException, filename: str, source: str) -> list[int] | None:
+        """The cell's lines on the way to ``error``, innermost first, if any of them is in a hidden
+        region; else None (a visible test failed)."""
         hidden = hidden_line_numbers(source)
         lines = []
         traceback = error.__traceback__
@@ -267,7 +274,7 @@ class Referee:
             if traceback.tb_frame.f_code.co_filename == filename:
                 lines.append(traceback.tb_lineno)
             traceback = traceback.tb_next
-        return lines[-1] if any(line in hidden for line in lines) else None
+        return lines[::-1] if any(line in hidden for line in lines) else None
 
 
 # Seconds the referee may take to send its verdict after the learner's code used up the test's time

@@ -199,3 +199,36 @@ def test_errors_map_to_builtin_types_and_shortcuts():
     assert isinstance(remote.learner_error(["ShortcutError", "RuntimeError"], "m"), ShortcutError)
     error = remote.learner_error(["MyError", "Exception", "BaseException", "object"], "m")
     assert isinstance(error, remote.LearnerError) and not isinstance(error, ValueError)
+
+
+# --- what a failing hidden part may say ----------------------------------------------------------
+
+
+def _hidden(code: str) -> str:
+    return "y = 1\n### BEGIN HIDDEN TESTS\n" + code + "\n### END HIDDEN TESTS"
+
+
+def test_a_failing_hidden_check_shows_its_written_words_but_no_value_or_argument(notebook):
+    referee, _ = notebook
+    ok, reason = referee.run_test(_hidden(
+        "x = torch.full((7, 3), 0.123456)\n"
+        "check_close(wrong_double(x), 2 * x, name=f'double(x of shape {tuple(x.shape)})', "
+        "hint='multiply by two, not three')"))
+    assert not ok
+    assert reason == "a hidden check failed: `double(x of shape …)` is not correct\nHint: multiply by two, not three"
+    ok, reason = referee.run_test(_hidden("n, m = 577, 576\nassert wrong_double(torch.ones(1)).item() == 2, f'got {n}, expected {m}'"))
+    assert not ok and reason == "a hidden check failed: got …, expected …"
+
+
+def test_a_learners_exception_in_a_hidden_test_is_named_by_its_type_only(notebook):
+    referee, main = notebook
+    main.explode = lambda x: (_ for _ in ()).throw(ValueError(f"recorded {x.tolist()}"))
+    ok, reason = referee.run_test(_hidden("explode(torch.tensor([3.25, 4.5]))"))
+    assert not ok and reason.startswith("in a hidden test your code raised ValueError")
+    assert "3.25" not in reason and "recorded" not in reason
+
+
+def test_visible_failures_keep_their_full_message(notebook):
+    referee, _ = notebook
+    ok, reason = referee.run_test("n = 577\nassert wrong_double(torch.ones(1)).item() == 2, f'got {n}, expected 576'")
+    assert not ok and "got 577, expected 576" in reason
