@@ -19,6 +19,21 @@ A manual score fills a cell left to a human (``needs_manual_grade``) or override
 one; the feedback says which ("changed by the instructor"). The score and ``needs_manual_grade``
 are recomputed from the merged cells.
 
+**Hand scores in the output folder.** ``python -m autograder review`` (:mod:`autograder.review`)
+writes the scores given on its page to ``<out>/hand-scores.csv`` (:data:`HAND_SCORES`: the same
+columns, the learner key and ``<notebook>:<grade_id>``, and the digest of the answer graded).
+Every ``grade``, ``merge`` and ``export`` reads it without being asked (:func:`merge_manual_scores`),
+and a line that does not match a graded submission now (a resubmission that could not be graded,
+a shard not merged yet) is kept in the file and reported, never dropped. Where the file and the
+``--manual-scores`` file score the same cell, the review page's score counts and the run says so.
+
+**A run without** ``--manual-scores`` **keeps the last file's scores.** Each run with
+``--manual-scores FILE`` copies the file into ``<out>/manual-scores-last.json``
+(:data:`LAST_MANUAL`); a later run without the option merges that copy again and says so, so
+forgetting the option never sets ``grades.csv`` back to the automatic scores. Passing the option
+again replaces the copy (a line deleted from the file takes its score out; the run names the scores
+of the previous file that are gone).
+
 Feedback pages carry the instructor's grading between two markers
 (:data:`autograder.feedback.INSTRUCTOR_BEGIN`), so only that section is rewritten when the manual
 scores change: a learner whose submission is resumed (not graded again) still sees new manual scores,
@@ -28,18 +43,24 @@ and nothing is rendered or run again.
 from __future__ import annotations
 
 import csv
+import datetime
 import difflib
 import html
+import io
+import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autograder.course import UsageError
-from autograder.grading import GradeResult, load_results, write_atomically, write_grades_csv
+from autograder.results import GradeResult, load_results, write_atomically, write_grades_csv
 
 MANUAL_COLUMNS = ("student", "assignment", "grade_id", "points", "comment")
 REQUIRED_COLUMNS = MANUAL_COLUMNS[:4]
+HAND_COLUMNS = (*MANUAL_COLUMNS, "answer")
 MAX_ERRORS_SHOWN = 30
+HAND_SCORES = "hand-scores.csv"
+LAST_MANUAL = "manual-scores-last.json"
 
 
 class ManualScoresError(UsageError):
@@ -56,6 +77,7 @@ class ManualRow:
     grade_id: str
     points: float
     comment: str = ""
+    answer: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,7 +85,7 @@ class ManualScore:
     """A manual score matched to a result: which learner, assignment and cell, and what it replaces.
 
     Attributes:
-        learner: the learner key (:attr:`autograder.grading.GradeResult.learner`).
+        learner: the learner key (:attr:`autograder.results.GradeResult.learner`).
         assignment: the assignment id.
         key: the cell, ``<notebook>:<grade_id>``.
         points: the instructor's points.
@@ -135,6 +157,13 @@ def read_manual_scores(path: Path | str) -> list[ManualRow]:
     except (OSError, UnicodeDecodeError) as error:
         raise ManualScoresError(f"the manual-scores file {path} cannot be read ({error}); save it as "
                                 "UTF-8 CSV") from None
+    return parse_manual_scores(text, path)
+
+
+def parse_manual_scores(text: str, path: Path | str) -> list[ManualRow]:
+    """The rows of a manual-scores file's ``text`` (named ``path`` in messages); see
+    :func:`read_manual_scores`."""
+    path = Path(path)
     reader = csv.DictReader(text.splitlines(keepends=True))
     header = [(name or "").strip().lower() for name in (reader.fieldnames or [])]
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
@@ -163,7 +192,7 @@ def read_manual_scores(path: Path | str) -> list[ManualRow]:
             errors.append(f"line {start}: {points}")
             continue
         rows.append(ManualRow(start, values["student"], values["assignment"], values["grade_id"], points,
-                              values.get("comment", "")))
+                              values.get("comment", ""), values.get("answer", "")))
     if errors:
         _fail(path, errors)
     return rows
@@ -229,6 +258,14 @@ def resolve_manual_scores(path: Path | str, rows: list[ManualRow], results: list
             name, score above the cell's maximum, score for a submission that was not graded, and
             duplicate line.
     """
+    resolved, errors = match_manual_rows(rows, results)
+    if errors:
+        _fail(Path(path), errors)
+    return resolved
+
+
+def match_manual_rows(rows: list[ManualRow], results: list[GradeResult]) -> tuple[ManualScores, list[str]]:
+    """Match ``rows`` to ``results``: the scores that match, and a message per row that does not."""
     by_assignment: dict[str, list[GradeResult]] = {}
     for r in results:
         by_assignment.setdefault(r.assignment, []).append(r)
@@ -260,9 +297,7 @@ def resolve_manual_scores(path: Path | str, rows: list[ManualRow], results: list
             continue
         cells[key] = ManualScore(result.learner, result.assignment, key, row.points, row.comment, row.line,
                                  result.cells.get(key), maximum)
-    if errors:
-        _fail(Path(path), errors)
-    return resolved
+    return resolved, errors
 
 
 def load_manual_scores(path: Path | str | None, results: list[GradeResult]) -> ManualScores:
@@ -345,37 +380,165 @@ def update_feedback(out_dir: Path | str, merged: list[GradeResult], manual: Manu
     return changed
 
 
+@dataclass(frozen=True)
+class HandScore:
+    """A score given on the review page.
+
+    Attributes:
+        points: the points.
+        comment: the comment for the learner ("" for none).
+        answer: the digest of the answer that was graded (:func:`autograder.review.answer_digest`).
+    """
+
+    points: float
+    comment: str = ""
+    answer: str = ""
+
+
+HandScores = dict[tuple[str, str, str], HandScore]
+
+
+def hand_scores_path(out_dir: Path | str) -> Path:
+    """``<out>/hand-scores.csv``."""
+    return Path(out_dir) / HAND_SCORES
+
+
+def read_hand_scores(out_dir: Path | str) -> HandScores:
+    """The review page's scores, ``(learner key, assignment, <notebook>:<grade_id>) -> HandScore``
+    (none when the file does not exist).
+
+    Raises:
+        ManualScoresError: the file exists but is not a valid scores file (every bad line named).
+    """
+    path = hand_scores_path(out_dir)
+    if not path.exists():
+        return {}
+    return {(row.student, row.assignment, row.grade_id): HandScore(row.points, row.comment, row.answer)
+            for row in read_manual_scores(path)}
+
+
+def write_hand_scores(out_dir: Path | str, scores: HandScores) -> Path:
+    """Write ``scores`` to ``<out>/hand-scores.csv`` atomically (sorted by assignment, cell, learner)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(HAND_COLUMNS)
+    for (learner, assignment, key), score in sorted(scores.items(), key=lambda item: (item[0][1], item[0][2],
+                                                                                      item[0][0].casefold())):
+        writer.writerow([learner, assignment, key, f"{score.points:g}", score.comment, score.answer])
+    path = hand_scores_path(out_dir)
+    write_atomically(path, buffer.getvalue().encode("utf-8"))
+    return path
+
+
+def _last_manual(out_dir: Path) -> dict | None:
+    """The copy of the last ``--manual-scores`` file (``{"path", "copied", "text"}``), or None."""
+    try:
+        data = json.loads((out_dir / LAST_MANUAL).read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) and isinstance(data.get("text"), str) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _cells(scores: ManualScores) -> set[tuple[str, str, str]]:
+    return {(learner, assignment, key) for (learner, assignment), cells in scores.items() for key in cells}
+
+
 @dataclass
 class ManualMerge:
-    """What :func:`merge_manual_scores` did."""
+    """What :func:`merge_manual_scores` did.
+
+    Attributes:
+        results: every result with the scores merged in.
+        scores, learners, overrides: how many scores were merged, for how many submissions, and how
+            many of them replace an autograded score.
+        pages: how many feedback pages were rewritten.
+        from_file: scores from the ``--manual-scores`` file (or the copy of the last one).
+        from_review: scores from ``hand-scores.csv``.
+        notes: what the instructor should know: scores kept but not applied, conflicts, the copy of
+            the last file merged again, scores of the previous file that are gone.
+    """
 
     results: list[GradeResult]
     scores: int
     learners: int
     overrides: int
     pages: int
+    from_file: int = 0
+    from_review: int = 0
+    notes: list[str] = field(default_factory=list)
 
-    def summary(self, path: Path | str) -> str:
-        """One line for the command line."""
-        return (f"manual scores from {path}: {self.scores} score{'s' if self.scores != 1 else ''} for "
-                f"{self.learners} submission{'s' if self.learners != 1 else ''} ({self.overrides} changing an "
-                f"autograded score); {self.pages} feedback page{'s' if self.pages != 1 else ''} updated")
+    def summary(self, path: Path | str | None = None) -> str:
+        """Lines for the command line ("" when there were no scores and nothing to say)."""
+        if not self.scores and not self.notes:
+            return ""
+        sources = [f"{self.from_review} from {HAND_SCORES}"] if self.from_review else []
+        if self.from_file:
+            sources.append(f"{self.from_file} from {path or 'the last --manual-scores file'}")
+        line = (f"manual scores: {self.scores} score{'s' if self.scores != 1 else ''} "
+                f"({', '.join(sources) or 'none'}) for {self.learners} submission{'s' if self.learners != 1 else ''} "
+                f"({self.overrides} changing an autograded score); {self.pages} feedback "
+                f"page{'s' if self.pages != 1 else ''} updated")
+        return "\n".join([line, *(f"note: {note}" for note in self.notes)])
 
 
 def merge_manual_scores(out_dir: Path | str, path: Path | str | None) -> ManualMerge:
-    """Merge the manual-scores file into ``<out>/grades.csv`` and the feedback pages of ``out_dir``.
+    """Merge the hand scores into ``<out>/grades.csv`` and the feedback pages of ``out_dir``.
 
-    ``grades.csv`` is rebuilt from every result with the manual scores applied; the results in
-    ``results/`` and the manual-scores file are not changed. With ``path`` None, ``grades.csv`` is
-    rebuilt without manual scores and stale instructor sections are cleared.
+    The scores come from ``path`` (the instructor's manual-scores file; None: the copy of the last
+    one given, if any) and from ``<out>/hand-scores.csv`` (the review page's); see the module
+    docstring. ``grades.csv`` is rebuilt from every result with the scores applied; the results in
+    ``results/`` and the instructor's file are not changed. Without any score, ``grades.csv`` is
+    rebuilt with the automatic scores and stale instructor sections are cleared.
 
     Raises:
-        ManualScoresError: the file is malformed or does not match the results (nothing is written).
+        ManualScoresError: ``path`` is malformed or does not match the results, or ``hand-scores.csv``
+            is malformed (nothing is written).
     """
-    results = load_results(Path(out_dir))
-    manual = load_manual_scores(path, results)
-    merged = apply_manual_scores(results, manual)
-    write_grades_csv(Path(out_dir) / "grades.csv", merged)
-    pages = update_feedback(out_dir, merged, manual)
-    scores = [s for cells in manual.values() for s in cells.values()]
-    return ManualMerge(merged, len(scores), len(manual), sum(s.overrides for s in scores), pages)
+    out_dir = Path(out_dir)
+    results = load_results(out_dir)
+    notes: list[str] = []
+    last = _last_manual(out_dir)
+    if path is not None:
+        text = Path(path).read_text(encoding="utf-8-sig") if Path(path).is_file() else None
+        from_file = load_manual_scores(path, results)
+        if last is not None:
+            earlier, _ = match_manual_rows(parse_manual_scores(last["text"], last.get("path", LAST_MANUAL)), results)
+            gone = sorted(_cells(earlier) - _cells(from_file))
+            if gone:
+                names = ", ".join(f"{learner} / {assignment} / {key}" for learner, assignment, key in gone[:5])
+                notes.append(f"{len(gone)} score{'s' if len(gone) != 1 else ''} of the manual-scores file of an "
+                             f"earlier run ({last.get('path')}) {'are' if len(gone) != 1 else 'is'} not in {path} and "
+                             f"no longer count{'s' if len(gone) == 1 else ''}: {names}{' ...' if len(gone) > 5 else ''}")
+    elif last is not None:
+        from_file, problems = match_manual_rows(parse_manual_scores(last["text"], last.get("path", LAST_MANUAL)),
+                                                results)
+        count = sum(len(cells) for cells in from_file.values())
+        notes.append(f"merged the {count} score{'s' if count != 1 else ''} of {last.get('path')} again, as copied "
+                     f"on {last.get('copied', '?')} by a run with --manual-scores (a run without the option keeps "
+                     f"them; pass --manual-scores FILE to change them)")
+        notes += [f"{last.get('path')} (copy) {problem}; that score is not applied" for problem in problems]
+    else:
+        from_file = {}
+    rows = [ManualRow(i, learner, assignment, key, score.points, score.comment, score.answer)
+            for i, ((learner, assignment, key), score) in enumerate(sorted(read_hand_scores(out_dir).items()), 2)]
+    from_review, problems = match_manual_rows(rows, results)
+    notes += [f"{HAND_SCORES} {problem}; it is kept in the file and counts again once it matches a graded "
+              "submission" for problem in problems]
+    combined: ManualScores = {k: dict(v) for k, v in from_file.items()}
+    for pair, cells in from_review.items():
+        for key, score in cells.items():
+            earlier = combined.setdefault(pair, {}).get(key)
+            if earlier is not None and earlier.points != score.points:
+                notes.append(f"{pair[0]} / {pair[1]} / {key} has {earlier.points:g} points in "
+                             f"{path or last.get('path')} and {score.points:g} on the review page "
+                             f"({HAND_SCORES}); the review page's score counts")
+            combined[pair][key] = score
+    merged = apply_manual_scores(results, combined)
+    write_grades_csv(out_dir / "grades.csv", merged)
+    pages = update_feedback(out_dir, merged, combined)
+    if path is not None and text is not None:
+        copy = {"path": str(path), "copied": datetime.datetime.now().isoformat(timespec="seconds"), "text": text}
+        write_atomically(out_dir / LAST_MANUAL, json.dumps(copy, ensure_ascii=False, indent=1).encode("utf-8"))
+    scores = [s for cells in combined.values() for s in cells.values()]
+    return ManualMerge(merged, len(scores), len(combined), sum(s.overrides for s in scores), pages,
+                       sum(len(c) for c in from_file.values()), sum(len(c) for c in from_review.values()), notes)
