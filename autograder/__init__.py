@@ -13,11 +13,17 @@ Modules:
 notebooks         normal form, the canonical setup cell, Colab badges, convention checks
 nbgrader_config   the nbgrader settings (also usable as ``nbgrader --config`` file)
 course            assignments, throwaway course directories, ``generate``
+submissions       finding submissions: folders, LMS names, zips extracted safely
 plan              the instructor's notebooks as a grading plan; rebuilding a learner's notebook on it
 sandbox           resource limits and (Linux, root) namespace isolation of each kernel; the launcher
 runner            running cells in a sandboxed kernel and observing how each one ended
-grading           finding submissions (folders, LMS zips), the batch, results, ``grades.csv``, ``validate``
+referee           the trusted process that runs the test cells and decides the verdicts
+grade_one         grading one submission: rebuild, run with the referee, points, its feedback page
+results           ``GradeResult``, results on disk (atomic, safe names), ``grades.csv``
+batch             ``grade`` and ``merge``: parallel jobs, resume, shards, the summary
+validate          a learner's own check with the visible tests
 feedback          feedback pages that never show hidden tests
+export            grades for the LMS: rosters, late policies, Canvas and Moodle files
 ================= ===============================================================================
 
 This package imports nbgrader, jupyter_client and nbconvert only when a command needs them, so

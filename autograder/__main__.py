@@ -239,7 +239,7 @@ def _release(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from autograder.grading import grade, parse_shard, summary_table
+    from autograder.batch import grade, parse_shard, summary_table
 
     shard = None if args.shard is None else parse_shard(args.shard)
     _warn_isolation()
@@ -292,7 +292,7 @@ def _nbgrader(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from autograder.grading import merge_results, summary_table
+    from autograder.batch import merge_results, summary_table
 
     from autograder.manual import merge_manual_scores, read_manual_scores
 
@@ -342,7 +342,7 @@ def _validate_isolation_note() -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from autograder.grading import validate
+    from autograder.validate import validate
 
     _validate_isolation_note()
     ok, lines = validate(args.notebook, args.assignment, root=args.root, limits=_limits(args))
@@ -354,7 +354,7 @@ def _validate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     from autograder.course import NbgraderRunError, UsageError
-    from autograder.grading import GradingInterrupted
+    from autograder.batch import GradingInterrupted
 
     args = _parser().parse_args(argv)
     args.root = args.root.resolve()

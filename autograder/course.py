@@ -4,7 +4,7 @@ An assignment is a folder ``solutions/<NN-slug>/`` holding nbgrader source noteb
 it runs nbgrader's ``generate_assignment`` machinery (clear solutions, remove hidden tests, lock
 cells, compute checksums) in a throwaway course directory and writes the result, in normal form,
 to ``exercises/<NN-slug>/``. Grading does not use nbgrader's gradebook: it reads the source
-notebooks directly (see :mod:`autograder.plan` and :mod:`autograder.grading`).
+notebooks directly (see :mod:`autograder.plan` and :mod:`autograder.batch`).
 
 ``python -m autograder release TAG`` (:func:`release`) pins a term's notebooks to a git tag: it sets
 ``repository.release`` in ``_config.yml``, points every link at the tag, regenerates the exercises

@@ -54,7 +54,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder.course import UsageError
-from autograder.grading import GradeResult, cell_columns, load_results, write_atomically
+from autograder.results import GradeResult, cell_columns, load_results, write_atomically
 from autograder.manual import merge_manual_scores, squeeze_name
 
 FORMATS = ("canvas", "moodle", "plain")

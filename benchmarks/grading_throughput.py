@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder.grading import grade
+from autograder.batch import grade
 from autograder.notebooks import REPO_ROOT
 
 

@@ -15,7 +15,8 @@ import pytest
 from autograder.__main__ import main
 from autograder.course import UsageError, generate
 from autograder.feedback import strip_hidden_region
-from autograder.grading import _path_name, collect_submissions, extract_zip
+from autograder.results import path_name
+from autograder.submissions import collect_submissions, extract_zip
 from autograder.nbgrader_config import CODE_STUB, REPO_ROOT as REPO
 from autograder.plan import DEMO, TEST, assemble, load_notebook_plan, load_plan
 from autograder.notebooks import (convention_problems, dumps_normalized, normalize_notebook,
@@ -279,16 +280,16 @@ def test_extract_zip_shortens_names_the_file_system_refuses(tmp_path):
 def test_path_names_are_readable_and_never_shared():
     names = ["a:b", "a_b", "a%3Ab", ".hidden", "%", "", "Zhang San 张三", "x" * 400, "x" * 401,
              os.fsdecode(b"bad\xff"), os.fsdecode(b"bad\xfe"), "../up", "a/b", "a\\b", "Ann Lee #101"]
-    encoded = [_path_name(n) for n in names]
+    encoded = [path_name(n) for n in names]
     assert len(set(encoded)) == len(names)
     assert all("/" not in e and not e.startswith(".") and len(e.encode()) <= 120 for e in encoded)
-    assert _path_name("Zhang San 张三") == "Zhang San 张三" and _path_name("a_b") == "a_b"
+    assert path_name("Zhang San 张三") == "Zhang San 张三" and path_name("a_b") == "a_b"
 
 
 def test_a_notebook_of_another_assignment_is_told_apart_by_its_own_grade_ids():
     from types import SimpleNamespace
 
-    from autograder.grading import _wrong_notebook
+    from autograder.grade_one import _wrong_notebook
 
     catalogue = {"02-x": {"test_attention", "answer_q1", "test_answer_q1"},
                  "03-y": {"test_masks", "answer_q1", "test_answer_q1"}}

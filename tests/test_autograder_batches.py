@@ -18,8 +18,10 @@ from test_autograder_grading import ASSIGNMENT, GOOD_SCALE, GOOD_SOFTMAX, LIMITS
 
 from autograder.__main__ import main
 from autograder.course import UsageError
-from autograder.grading import (GradeResult, _name_the_root_cause, merge_results, parse_shard, shard_of,
-                                validate)
+from autograder.batch import merge_results, parse_shard, shard_of
+from autograder.grade_one import _name_the_root_cause
+from autograder.results import GradeResult
+from autograder.validate import validate
 from autograder.runner import CellOutcome
 
 pytestmark = pytest.mark.slow

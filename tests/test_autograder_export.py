@@ -19,11 +19,11 @@ from autograder.__main__ import main
 from autograder.course import UsageError
 from autograder.export import LatePolicy, days_late, export, parse_due, parse_late_policy, read_roster
 from autograder.feedback import INSTRUCTOR_BEGIN, render_feedback, scrub_paths
-from autograder.grading import (GradeResult, Submission, _load_result, result_path, write_atomically,
-                                write_grades_csv)
 from autograder.manual import ManualScoresError, merge_manual_scores
 from autograder.plan import TEST, RunCell
+from autograder.results import GradeResult, load_result, result_path, write_atomically, write_grades_csv
 from autograder.runner import CellOutcome
+from autograder.submissions import Submission
 
 CELLS = {"nb:q_intro": 1.0, "nb:test_b": 2.0, "nb:manual_essay": 5.0, "nb:test_a": 2.0}
 
@@ -80,7 +80,7 @@ def test_old_result_files_load_with_defaults_and_unknown_fields_are_ignored(tmp_
     old = asdict(result("ann"))
     del old["late"], old["submitted_at"]
     path.write_text(json.dumps({**old, "a_field_from_the_future": 1}))
-    loaded = _load_result(path)
+    loaded = load_result(path)
     assert loaded is not None and loaded.late is False and loaded.submitted_at == "" and loaded.score == 5
 
 

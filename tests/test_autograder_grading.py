@@ -30,7 +30,8 @@ from conftest import run_once
 
 from autograder.__main__ import main
 from autograder.course import generate
-from autograder.grading import grade, validate
+from autograder.batch import grade
+from autograder.validate import validate
 from autograder.plan import hidden_lines
 from autograder.sandbox import Limits, can_isolate, isolation_warnings
 

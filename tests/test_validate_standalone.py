@@ -24,7 +24,7 @@ from test_autograder_grading import (ASSIGNMENT, GOOD_SCALE, GOOD_SOFTMAX, LIMIT
 
 from autograder.__main__ import main
 from autograder.course import UsageError
-from autograder.grading import _VALIDATE_NEEDS, _validate_install_command, validate
+from autograder.validate import _VALIDATE_NEEDS, _validate_install_command, validate
 from autograder.sandbox import KERNEL_BOOTSTRAP
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,7 +126,7 @@ def wheel(tmp_path_factory) -> Path:
     source = tmp_path_factory.mktemp("source")
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, source / name)
-    for name in ("autograder", "transformer_core", "exercises"):
+    for name in ("autograder", "course_runtime", "transformer_core", "exercises"):
         shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     dist = tmp_path_factory.mktemp("dist")
     # Build with this environment's setuptools when it is recent enough for pyproject.toml (offline,
@@ -165,7 +165,7 @@ def test_the_wheel_ships_every_released_exercise(wheel):
 
 def test_every_package_of_the_repository_is_listed_in_pyproject():
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {".".join(p.parent.relative_to(REPO).parts) for top in ("autograder", "transformer_core")
+    found = {".".join(p.parent.relative_to(REPO).parts) for top in ("autograder", "course_runtime", "transformer_core")
              for p in (REPO / top).rglob("__init__.py") if "__pycache__" not in p.parts}
     assert found <= listed, f"add {sorted(found - listed)} to [tool.setuptools] packages in pyproject.toml"
 
@@ -197,8 +197,8 @@ def test_validate_runs_from_the_installed_wheel_with_base_dependencies_only(whee
                      "pivot_root are not available); the tests and their verdicts are the same"], out
     facts = wheel_check["facts"]
     assert "nbgrader" not in facts["closure"] and "nbclient" not in facts["closure"]
-    assert {"autograder.grading", "autograder.runner", "autograder.referee"} <= set(facts["imports"])
-    assert not {"autograder", "transformer_core", "nbformat", "yaml", "jupyter_client"} & set(facts["refused"])
+    assert {"autograder.validate", "autograder.runner", "autograder.referee"} <= set(facts["imports"])
+    assert not {"autograder", "course_runtime", "transformer_core", "nbformat", "yaml", "jupyter_client"} & set(facts["refused"])
 
 
 def test_what_validate_imports_directly_is_a_direct_base_dependency(wheel_check):
@@ -212,7 +212,7 @@ def test_what_validate_imports_directly_is_a_direct_base_dependency(wheel_check)
     kernel = {node.names[0].name.partition(".")[0] if isinstance(node, ast.Import) else node.module.partition(".")[0]
               for node in ast.walk(ast.parse(KERNEL_BOOTSTRAP)) if isinstance(node, (ast.Import, ast.ImportFrom))}
     assert "ipykernel" in kernel
-    missing = {top: facts["owners"].get(top) for top in (imported | kernel) - {"transformer_core"}
+    missing = {top: facts["owners"].get(top) for top in (imported | kernel) - {"course_runtime", "transformer_core"}
                if not {canonical(d) for d in facts["owners"].get(top, [])} & base}
     assert not missing, f"imported by validate but not in pyproject's dependencies: {missing}"
 

@@ -1,0 +1,292 @@
+"""``python -m autograder grade`` and ``merge``: the batch, its shards, and the summary.
+
+:func:`grade` finds the submissions (:mod:`autograder.submissions`), loads each assignment's plan
+once (:func:`autograder.plan.load_plan`), skips what an earlier run already graded (a result
+records a fingerprint of the submitted files and the instructor's notebooks, so a killed run
+resumes and a changed submission is graded again; ``regrade`` forces chosen learners), grades the
+rest up to ``jobs`` at a time (:func:`autograder.grade_one.grade_submission`: one event loop, one
+kernel and one referee process per job slot) and rebuilds ``grades.csv``
+(:mod:`autograder.results`). ``shard`` splits a batch across machines; :func:`merge_results`
+combines their output folders.
+
+Nothing under the submissions, the course or other learners' results is ever written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+from dataclasses import asdict
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from autograder.course import UsageError
+from autograder.grade_one import fingerprint, grade_submission
+from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
+from autograder.notebooks import REPO_ROOT, clean_text
+from autograder.plan import AssignmentPlan, PlanError, load_plan
+from autograder.results import (GradeResult, load_result, load_results, one_line, result_path, write_atomically,
+                                write_grades_csv)
+from autograder.sandbox import Limits
+from autograder.submissions import Catalogue, Submission, collect_submissions, extract_zip
+
+# Statuses that say the grader, not the submission, failed: such results get their row, and the
+# next run grades them again.
+RETRY_PREFIXES = ("internal error", "the kernel did not start")
+
+
+class GradingInterrupted(Exception):
+    """The run was stopped (Ctrl-C); every finished result is saved and ``grades.csv`` lists them."""
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/N"`` (1 <= i <= N) -> ``(i, N)``; raises :class:`UsageError` with the form to use."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise UsageError(f"--shard {text!r}: write it as I/N with 1 <= I <= N, e.g. --shard 2/3 for the "
+                         "second of three machines")
+    return int(match[1]), int(match[2])
+
+
+def shard_of(learner: str, n_shards: int) -> int:
+    """The shard (1..N) that grades ``learner``: a hash of the name, the same on every machine, so
+    each learner's submissions, and their duplicates, land in exactly one shard."""
+    digest = hashlib.sha256(learner.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % n_shards + 1
+
+
+def _check_regrade(names, found: list[Submission]) -> None:
+    """Refuse ``--regrade`` names that match no submission, suggesting the names that come close."""
+    known = {key for s in found for key in (s.student, s.learner, clean_text(s.learner))}
+    unknown = [name for name in names if name not in known]
+    if not unknown:
+        return
+    lines = []
+    for name in unknown:
+        close = [k for k in sorted(known) if k.casefold() == name.casefold()]
+        close = close or difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+        lines.append(f"--regrade {name!r} matches no submission"
+                     + (f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""))
+    raise UsageError("; ".join(lines) + ". Names are matched exactly, as in the student column of grades.csv.")
+
+
+def default_jobs() -> int:
+    """The number of CPU cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs: int | None = None,
+          root: Path = REPO_ROOT, timeout: float = EXECUTE_TIMEOUT_S, limits: Limits | None = None,
+          regrade: list[str] | tuple[str, ...] = (), shard: tuple[int, int] | None = None,
+          progress: bool = True) -> list[GradeResult]:
+    """Grade every submission found under ``submissions``; write results, feedback and ``grades.csv``.
+
+    Args:
+        submissions: a notebook, a folder of submissions (see :func:`collect_submissions`) or a zip.
+        assignment: an assignment id, or ``"all"``.
+        out_dir: receives ``results/``, ``feedback/<student>/<assignment>/<notebook>.html`` and
+            ``grades.csv`` (built from every result in ``results/``, including earlier runs').
+        jobs: submissions graded at once; default: the number of cores.
+        root: the course repository (its ``solutions/`` holds the assignments).
+        timeout: seconds a single cell may run (used when ``limits`` is None).
+        limits: all resource limits; default ``Limits(cell_timeout=timeout)``.
+        regrade: learners whose finished results are graded again; others are resumed. A name that
+            matches no submission is a :class:`UsageError`.
+        shard: ``(i, N)``: grade only the learners of shard ``i`` of ``N`` (:func:`shard_of`), so that
+            N machines share a batch; their ``--out`` folders are combined by :func:`merge_results`
+            (or they write into one shared folder).
+        progress: show a progress bar.
+
+    Returns:
+        One result per submission found in this run (resumed ones included), sorted by
+        assignment and student.
+
+    Raises:
+        UsageError: for a bad path or zip, an unknown assignment, ``jobs < 1``, bad limits, a bad
+            shard or a ``regrade`` name that matches no submission.
+        GradingInterrupted: on Ctrl-C, after saving every finished result and ``grades.csv``.
+    """
+    jobs = default_jobs() if jobs is None else jobs
+    if shard is not None and not 1 <= shard[0] <= shard[1]:
+        raise UsageError(f"shard {shard[0]}/{shard[1]}: need 1 <= i <= N")
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    limits = limits or Limits(cell_timeout=float(timeout))
+    try:
+        limits.check()
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    out_dir = Path(out_dir).resolve()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out must be a folder, but {out_dir} is a file")
+    submissions = Path(submissions)
+    with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
+        tmp = Path(tmp)
+        if submissions.is_file() and zipfile.is_zipfile(submissions) and submissions.suffix != ".ipynb":
+            submissions, _ = extract_zip(submissions, tmp / "zip")
+        found = collect_submissions(submissions, assignment, root=root)
+        _check_regrade(regrade, found)
+        if shard is not None:
+            found = [s for s in found if shard_of(s.learner, shard[1]) == shard[0]]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        catalogue = Catalogue(root)
+        catalogue_ids = {a: catalogue.grade_ids(a) for a in catalogue.notebooks}
+        plans: dict[str, AssignmentPlan | str] = {}
+        for name in sorted({s.assignment for s in found if s.assignment and not s.problem}):
+            try:
+                plans[name] = load_plan(name, root)
+            except PlanError as error:
+                plans[name] = f"the assignment could not be prepared: {error}"
+        results: list[GradeResult] = []
+        pending: list[tuple[Submission, AssignmentPlan, Path]] = []
+        seen: dict[tuple[str, str], int] = {}
+        for submission in found:
+            pair = (submission.learner, submission.assignment)
+            seen[pair] = seen.get(pair, -1) + 1
+            duplicate = seen[pair]
+            plan = plans.get(submission.assignment)
+            if duplicate and not submission.problem:
+                submission.problem = (f"another submission of {clean_text(submission.learner)} for "
+                                      f"{submission.assignment} was found; only the first is graded")
+            if isinstance(plan, str) and not submission.problem:
+                submission.problem = plan
+            path = result_path(out_dir, submission.learner, submission.assignment, duplicate)
+            if submission.problem:
+                result = GradeResult(clean_text(submission.student), submission.assignment, submission.problem,
+                                     lms_id=submission.lms_id, late=submission.late,
+                                     submitted_at=submission.submitted_at,
+                                     fingerprint=fingerprint(submission, None), origin=clean_text(submission.origin))
+                write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
+                results.append(result)
+                continue
+            previous = load_result(path)
+            if (previous is not None and previous.fingerprint == fingerprint(submission, plan)
+                    and not previous.status.startswith(RETRY_PREFIXES)
+                    and not {submission.student, submission.learner, clean_text(submission.learner)} & set(regrade)):
+                results.append(previous)
+                continue
+            pending.append((submission, plan, path))
+        if pending:
+            try:
+                results += asyncio.run(_grade_pending(pending, out_dir, tmp, limits, jobs, catalogue_ids,
+                                                      progress))
+            except KeyboardInterrupt:
+                saved = load_results(out_dir)
+                write_grades_csv(out_dir / "grades.csv", saved)
+                raise GradingInterrupted(
+                    f"interrupted: {len(saved)} finished result{'s' if len(saved) != 1 else ''} saved and "
+                    f"listed in {out_dir / 'grades.csv'}; run the same command again to grade the rest") from None
+    write_grades_csv(out_dir / "grades.csv", load_results(out_dir))
+    return sorted(results, key=lambda r: (r.assignment, r.student))
+
+
+async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs: int,
+                         catalogue_ids: dict[str, set[str]], progress: bool) -> list[GradeResult]:
+    from autograder.referee import RefereeProcess
+
+    slots: asyncio.Queue[int] = asyncio.Queue()
+    for slot in range(min(jobs, len(pending))):
+        slots.put_nowait(slot)
+    referees = [RefereeProcess(limits.memory_mb) for _ in range(min(jobs, len(pending)))]
+    results: list[GradeResult] = []
+    bar = tqdm(total=len(pending), desc="grading", unit="submission", disable=not progress)
+
+    async def one(index: int, submission: Submission, plan: AssignmentPlan, path: Path) -> None:
+        slot = await slots.get()
+        workdir = tmp / "runs" / f"{index:05d}"
+        try:
+            result = await grade_submission(submission, plan, out_dir=out_dir, workdir=workdir,
+                                            limits=limits, slot=slot, catalogue_ids=catalogue_ids,
+                                            referee=referees[slot])
+        finally:
+            slots.put_nowait(slot)
+            shutil.rmtree(workdir, ignore_errors=True)
+        write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
+        results.append(result)
+        bar.update()
+
+    try:
+        await asyncio.gather(*(one(i, *task) for i, task in enumerate(pending)))
+    finally:
+        bar.close()
+        for referee in referees:
+            await referee.close()
+    return results
+
+
+def merge_results(shard_dirs: list[Path | str], out_dir: Path | str) -> list[GradeResult]:
+    """Combine the ``--out`` folders of shards graded on several machines into ``out_dir``.
+
+    Copies each shard's ``results/`` and ``feedback/`` files into ``out_dir`` (the folder may be one of
+    the shards, or hold an earlier merge) and rebuilds ``grades.csv`` from all results. A learner is
+    graded by one shard only, so the same result file with different contents in two shards means
+    the shards did not split one batch (e.g. different N): that is refused before anything is copied.
+
+    Returns:
+        Every result in ``out_dir`` after the merge.
+
+    Raises:
+        UsageError: a shard folder without ``results/``, ``out_dir`` a file, or conflicting results.
+    """
+    out_dir = Path(out_dir).resolve()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out must be a folder, but {out_dir} is a file")
+    sources: dict[str, tuple[Path, bytes]] = {}
+    for shard in map(Path, shard_dirs):
+        if not (shard / "results").is_dir():
+            raise UsageError(f"{shard} has no results/ folder: give the --out folders the shards graded into")
+        for path in sorted(p for p in shard.rglob("*") if p.is_file() and p.parts[len(shard.parts)] in
+                           ("results", "feedback") and not p.name.endswith(".tmp")):
+            name = path.relative_to(shard).as_posix()
+            data = path.read_bytes()
+            if name in sources and sources[name][1] != data:
+                raise UsageError(f"{name} differs between {sources[name][0]} and {shard}: these shards did not "
+                                 "split one batch (use the same --shard I/N count on every machine)")
+            sources[name] = (shard, data)
+    for name, (shard, data) in sources.items():
+        target = out_dir / name
+        if shard.resolve() != out_dir:
+            write_atomically(target, data)
+    results = load_results(out_dir)
+    write_grades_csv(out_dir / "grades.csv", results)
+    return results
+
+
+def summary_table(results: list[GradeResult]) -> str:
+    """A plain-text summary: counts per assignment, then every submission that was not graded and why."""
+    lines = []
+    by_assignment: dict[str, list[GradeResult]] = {}
+    for r in results:
+        by_assignment.setdefault(r.assignment or "?", []).append(r)
+    width = max([len("assignment")] + [len(a) for a in by_assignment])
+    lines.append(f"{'assignment':<{width}}  graded  not graded  mean score")
+    for name, group in sorted(by_assignment.items()):
+        graded = [r for r in group if r.graded]
+        mean = (f"{sum(r.score for r in graded) / len(graded):.2f} / {graded[0].max_score:g}"
+                if graded else "-")
+        lines.append(f"{name:<{width}}  {len(graded):>6}  {len(group) - len(graded):>10}  {mean}")
+    failed = [r for r in results if not r.graded]
+    if failed:
+        lines.append("")
+        lines.append("not graded:")
+        for r in failed:
+            lines.append(f"  {r.student} / {r.assignment or '?'}: {one_line(r.status, 200)}")
+    flagged = [r for r in results if r.graded and r.flags]
+    if flagged:
+        lines.append("")
+        lines.append("graded, but the code reaches for the grading machinery (review these):")
+        for r in flagged:
+            lines.append(f"  {r.student} / {r.assignment}: {r.score:g} / {r.max_score:g}; "
+                         f"uses {', '.join(r.flags)}")
+    return "\n".join(lines)

@@ -1,0 +1,229 @@
+"""Grading one submission: rebuild it on the plan, run it in the sandbox, score it, write its feedback.
+
+The pipeline for one submission: :func:`autograder.plan.assemble` rebuilds each notebook on the
+instructor's plan; a sandboxed kernel (:mod:`autograder.sandbox`, :mod:`autograder.runner`) runs the
+learner's cells while the job slot's referee (:mod:`autograder.referee`) runs every test cell and
+decides its verdict (:func:`run_notebook`); :func:`grade_submission` turns the verdicts into points
+and writes the feedback page (:mod:`autograder.feedback`). The batch around it is
+:mod:`autograder.batch`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from autograder.mounts import kernel_library
+from autograder.notebooks import NotebookError, clean_text, read_notebook
+from autograder.plan import MANUAL, TASK, TEST, AssignmentPlan, assemble, suspicious
+from autograder.results import GRADED, GradeResult, one_line, path_name, write_atomically
+from autograder.sandbox import Limits
+from autograder.submissions import Submission
+
+RELEASE_REQUEST = '{"op": "release"}'
+GUARD_TIMEOUT_S = 30.0
+# After a cell fails, drop the references Python and IPython keep to its traceback, so that memory
+# a failed cell allocated (e.g. a memory bomb's) is freed before the next cell runs.
+CLEANUP_CODE = ("import sys as _autograder_sys, gc as _autograder_gc\n"
+                "_autograder_sys.last_type = _autograder_sys.last_value = _autograder_sys.last_traceback = None\n"
+                "_autograder_sys.last_exc = None\n"
+                "get_ipython().InteractiveTB.tb = get_ipython().last_execution_result = None\n"
+                "_autograder_gc.collect()\ndel _autograder_sys, _autograder_gc\n")
+
+
+def fingerprint(submission: Submission, plan: AssignmentPlan | None) -> str:
+    """A digest of what determines the grade: the submitted files and the instructor's notebooks."""
+    digest = hashlib.sha256((plan.digest if plan else "").encode() + b"\0"
+                            + clean_text(submission.problem or "").encode())
+    for name, file in sorted(submission.notebooks.items()):
+        digest.update(name.encode() + b"\0")
+        try:
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+        except OSError as error:
+            digest.update(str(error).encode())
+    return digest.hexdigest()
+
+
+async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limits) -> list:
+    """Run the cells of one rebuilt notebook; return one outcome per cell (None: not executed).
+
+    Test cells do not run in the kernel: the referee runs them (see :mod:`autograder.referee`) and
+    calls into the kernel for the learner's code; the kernel runs every other code cell.
+    """
+    from autograder.runner import AgentError, CellOutcome, KernelStopped
+
+    await referee.start_notebook(imports)
+    outcomes: list = []
+    deadline = time.monotonic() + limits.notebook_timeout
+    stopped: str | None = None
+    first_failure: str | None = None     # the first non-test cell that raised: the likely root cause
+    for cell in cells:
+        if cell.cell_type != "code" or not cell.source.strip():
+            outcomes.append(None)
+            continue
+        remaining = deadline - time.monotonic()
+        if stopped is None and remaining <= 0:
+            stopped = f"not run: the notebook used up its time limit of {limits.notebook_timeout:g} s"
+        if stopped is not None:
+            outcomes.append(CellOutcome("not run", stopped))
+            continue
+        try:
+            if cell.kind == TEST:
+                outcome = CellOutcome(*await referee.run_test(cell.source, kernel,
+                                                              min(limits.cell_timeout, remaining)))
+                try:
+                    await kernel.ask(RELEASE_REQUEST, GUARD_TIMEOUT_S)
+                except AgentError:
+                    pass  # the learner's code replaced the agent; only their own memory suffers
+            else:
+                outcome = await kernel.run(cell.source, min(limits.cell_timeout, remaining))
+                if not outcome.ok:
+                    await kernel.run(CLEANUP_CODE, GUARD_TIMEOUT_S, silent=True)
+            await kernel.sweep()
+        except KernelStopped as error:
+            outcome = CellOutcome("stopped", str(error))
+            stopped = f"not run: {error} (in an earlier cell)"
+        if cell.kind == TEST:
+            outcome = _name_the_root_cause(outcome, first_failure)
+        elif outcome.status == "error" and first_failure is None:
+            first_failure = outcome.reason
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _name_the_root_cause(outcome, first_failure: str | None):
+    """A test that fails because a name is missing, after an earlier cell raised (an import that
+    failed, a class that did not compile), says the earlier error first: that is what to fix."""
+    if outcome.ok or first_failure is None or not outcome.reason.startswith("NameError"):
+        return outcome
+    return replace(outcome, reason=f"an earlier cell failed: {one_line(first_failure, 200)}; "
+                                   f"so this test fails with {outcome.reason}")
+
+
+async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_dir: Path, workdir: Path,
+                           limits: Limits, slot: int, catalogue_ids: dict[str, set[str]],
+                           referee) -> GradeResult:
+    """Grade one submission and write its feedback; never raises (failures become the status).
+
+    Args:
+        submission: what to grade (its ``problem`` must be None).
+        plan: its assignment's plan.
+        out_dir: the output folder (feedback goes to ``feedback/<student>/<assignment>/``).
+        workdir: an empty folder of the grader's for this submission's kernels.
+        limits: the resource limits.
+        slot: the job slot, which picks the kernel's user id.
+        catalogue_ids: every assignment's grade ids, to name the assignment of a wrong notebook.
+        referee: the :class:`autograder.referee.RefereeProcess` of this job slot.
+    """
+    from autograder.feedback import render_feedback
+    from autograder.referee import RefereeError
+    from autograder.runner import KernelStopped, SandboxedKernel
+
+    start = time.perf_counter()
+    result = GradeResult(clean_text(submission.student), submission.assignment, status="",
+                         lms_id=submission.lms_id, late=submission.late, submitted_at=submission.submitted_at,
+                         fingerprint=fingerprint(submission, plan), origin=clean_text(submission.origin))
+    try:
+        learner = {}
+        for name, file in sorted(submission.notebooks.items()):
+            try:
+                learner[name] = read_notebook(file)
+            except NotebookError as error:
+                result.status = f"unreadable notebook {file.name}: {one_line(str(error).split(': ', 1)[-1])}"
+                return result
+        assemblies = {name: assemble(nb_plan, learner[name]) for name, nb_plan in plan.notebooks.items()
+                      if name in learner}
+        wrong = _wrong_notebook(plan, learner.values(), catalogue_ids,
+                                matched=sum(a.matched for a in assemblies.values()))
+        if wrong:
+            result.status = wrong
+            return result
+        pages = {}
+        for name, nb_plan in plan.notebooks.items():
+            assembly = assemblies.get(name) or assemble(nb_plan, _empty_notebook())
+            if name not in learner:
+                assembly.notes.insert(0, f"You did not submit {name}.ipynb; the blank release was graded.")
+            kernel = SandboxedKernel(Path(workdir) / name, limits, slot, library=kernel_library(plan))
+            try:
+                await referee.prepare()
+                await kernel.start()
+                outcomes = await run_notebook(kernel, referee, assembly.cells, nb_plan.imports, limits)
+            except KernelStopped as error:
+                result.status = str(error)
+                return result
+            except RefereeError as error:
+                result.status = f"internal error: {error}"
+                return result
+            finally:
+                await kernel.stop()
+            scores: dict[str, float | None] = {}
+            for cell, outcome in zip(assembly.cells, outcomes):
+                if cell.kind not in (TEST, MANUAL, TASK):
+                    continue
+                key = f"{name}:{cell.key}"
+                result.cell_max_scores[key] = cell.points
+                if cell.kind == TEST:
+                    passed = outcome is not None and outcome.ok
+                    scores[cell.key] = result.cells[key] = cell.points if passed else 0.0
+                    if not passed:
+                        result.reasons[key] = one_line(outcome.reason if outcome else "not run")
+                else:
+                    scores[cell.key] = result.cells[key] = None
+                    result.needs_manual_grade = True
+            result.notes += assembly.notes
+            result.flags += [f for f in suspicious(assembly.learner_code) if f not in result.flags]
+            pages[name] = render_feedback(student=clean_text(submission.learner), assignment=plan.name,
+                                          notebook=name,
+                                          cells=assembly.cells, outcomes=outcomes, scores=scores,
+                                          notes=assembly.notes, hidden=nb_plan.hidden_lines)
+        folder = Path(out_dir) / "feedback" / path_name(submission.learner) / path_name(plan.name)
+        for name, page in pages.items():
+            write_atomically(folder / f"{name}.html", page.encode("utf-8"))
+            result.feedback.append((folder / f"{name}.html").relative_to(out_dir).as_posix())
+        result.score = sum(v for v in result.cells.values() if v is not None)
+        result.max_score = sum(result.cell_max_scores.values())
+        result.status = GRADED
+    except Exception as error:  # the batch must survive anything one submission does
+        result.status = f"internal error: {type(error).__name__}: {one_line(str(error))}"
+    finally:
+        result.seconds = time.perf_counter() - start
+    return result
+
+
+def _notebook_grade_ids(nb) -> set[str]:
+    ids = set()
+    for cell in nb.cells:
+        meta = cell.get("metadata") if isinstance(cell, dict) else None
+        nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+        if isinstance(nbgrader, dict) and isinstance(nbgrader.get("grade_id"), str):
+            ids.add(nbgrader["grade_id"])
+    return ids
+
+
+def _wrong_notebook(plan: AssignmentPlan, notebooks, catalogue_ids: dict[str, set[str]], *,
+                    matched: int) -> str | None:
+    """Why the learner's notebooks are not this assignment's, or None.
+
+    Grade ids that several assignments share (the review questions' ``answer_q1`` ...) tell nothing
+    apart: a notebook holding none of this assignment's own ids but some of another's is that
+    other assignment's, submitted by mistake.
+    """
+    ids = set().union(*(_notebook_grade_ids(nb) for nb in notebooks))
+    own = {a: a_ids - set().union(*(b_ids for b, b_ids in catalogue_ids.items() if b != a))
+           for a, a_ids in catalogue_ids.items()}
+    if ids & own.get(plan.name, plan.grade_ids):
+        return None
+    others = [a for a in sorted(own) if a != plan.name and ids & own[a]]
+    if others:
+        return f"wrong notebook: it belongs to {', '.join(others)}, not {plan.name}"
+    if matched == 0:
+        return f"wrong notebook: none of the cells of {plan.name} were found in it"
+    return None
+
+
+def _empty_notebook():
+    import nbformat
+
+    return nbformat.v4.new_notebook()

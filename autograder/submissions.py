@@ -1,0 +1,348 @@
+"""Finding submissions: a notebook, a folder of submissions or an LMS zip -> :class:`Submission` records.
+
+:func:`collect_submissions` reads the layouts ``<student>/<assignment>/<notebook>.ipynb``,
+``<student>/<notebook>.ipynb`` and ``<student>.ipynb`` (LMS names such as Canvas'
+``<student>_<id>_<id>_<file>`` and Moodle's ``<Full Name>_<id>_assignsubmission_file_`` folders
+included); :func:`extract_zip` unpacks an LMS zip safely first. What cannot be graded keeps a
+``problem``; an entry that cannot even be read becomes a submission with that problem, so one bad
+entry never stops the batch. Next step: :mod:`autograder.grade_one`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+import time
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from autograder.course import UsageError, assignment_notebooks, list_assignments
+from autograder.notebooks import MAX_NOTEBOOK_BYTES, REPO_ROOT, NotebookError, clean_text, read_notebook
+from autograder.results import learner_key, one_line
+
+ALL = "all"
+ZIP_MAX_BYTES = 2 * 1024 ** 3
+ZIP_MAX_FILES = 20_000
+_CANVAS_NAME = re.compile(r"^(?P<student>[^_]+)_(?P<late>LATE_)?(?P<id>\d+)_\d+_(?P<file>.+)$")
+_MOODLE_FOLDER = re.compile(r"^(?P<student>.+?)_(?P<id>\d+)_assignsubmission_\w+?_?$")
+
+
+@dataclass
+class Submission:
+    """One learner's work for one assignment.
+
+    Attributes:
+        student: the learner's name as found (a folder or file name, LMS decorations removed);
+            may hold undecodable bytes (as surrogate escapes).
+        assignment: the assignment id, or "" when it could not be told.
+        notebooks: the assignment's notebook name (without ``.ipynb``) -> the submitted file.
+        origin: the file or folder it was found in, for messages.
+        problem: why it cannot be graded, or None.
+        lms_id: the learner's id in the LMS export (Canvas user id, Moodle participant id), or "".
+        late: whether the LMS marked it late (Canvas' ``_LATE_`` in a file name); told from
+            ``origin`` and the notebooks' names when not given.
+        submitted_at: when it was submitted: the newest submitted file's modification time, in UTC
+            (ISO 8601), or "" when there is no file; told from the files when not given.
+    """
+
+    student: str
+    assignment: str
+    notebooks: dict[str, Path]
+    origin: Path
+    problem: str | None = None
+    lms_id: str = ""
+    late: bool = False
+    submitted_at: str = ""
+
+    def __post_init__(self) -> None:
+        files = [Path(self.origin), *map(Path, self.notebooks.values())]
+        self.late = self.late or any(_lms_late(f.stem if f.suffix == ".ipynb" else f.name) for f in files)
+        self.submitted_at = self.submitted_at or _submitted_at(list(map(Path, self.notebooks.values()))
+                                                               or [Path(self.origin)])
+
+    @property
+    def learner(self) -> str:
+        """Who this is, uniquely: the name, plus the LMS id when there is one (two learners with
+        the same name and different ids stay two learners)."""
+        return learner_key(self.student, self.lms_id)
+
+
+def _visible(path: Path) -> bool:
+    return not (path.name.startswith(".") or path.name.startswith("__"))
+
+
+def _notebook_files(folder: Path) -> list[Path]:
+    """The notebooks in ``folder`` (symbolic links are never followed: they could point anywhere)."""
+    return sorted(p for p in folder.iterdir()
+                  if not p.is_symlink() and p.is_file() and p.suffix == ".ipynb" and _visible(p))
+
+
+def _other_files(folder: Path) -> list[str]:
+    return sorted(clean_text(p.name) + (" (a symbolic link, not followed)" if p.is_symlink() else "")
+                  for p in folder.iterdir()
+                  if (p.is_symlink() or (p.is_file() and p.suffix != ".ipynb")) and _visible(p))
+
+
+def _lms_student(name: str) -> tuple[str, str]:
+    """A learner's name without LMS decorations (Canvas file prefixes, Moodle folder suffixes),
+    and their LMS id ("" when the name carries none)."""
+    for pattern in (_MOODLE_FOLDER, _CANVAS_NAME):
+        match = pattern.match(name)
+        if match:
+            return match.group("student"), match.group("id")
+    return name, ""
+
+
+def _lms_late(name: str) -> bool:
+    """Whether an LMS file or folder name carries the LMS's late mark (Canvas' ``_LATE_``)."""
+    match = _CANVAS_NAME.match(name)
+    return bool(match and match.group("late"))
+
+
+def _submitted_at(files: list[Path]) -> str:
+    """The newest modification time of ``files`` (links not followed) as ISO 8601 in UTC, to the
+    second; "" when none can be read."""
+    times = []
+    for file in files:
+        try:
+            times.append(os.lstat(file).st_mtime)
+        except (OSError, ValueError):
+            continue
+    if not times:
+        return ""
+    return datetime.fromtimestamp(int(max(times)), tz=timezone.utc).isoformat()
+
+
+def lms_file_stem(stem: str) -> str:
+    match = _CANVAS_NAME.match(stem)
+    return Path(match.group("file")).stem if match else stem
+
+
+def file_grade_ids(path: Path) -> set[str]:
+    """The nbgrader grade ids in a notebook file; empty if it cannot be parsed."""
+    try:
+        if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+            return set()
+        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+        return {str(c["metadata"]["nbgrader"]["grade_id"]) for c in cells
+                if isinstance(c, dict) and "grade_id" in c.get("metadata", {}).get("nbgrader", {})}
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError, TypeError, KeyError, RecursionError):
+        return set()
+
+
+class Catalogue:
+    """What the course offers: assignments, their notebooks and their grade ids."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.notebooks = {a: assignment_notebooks(a, root) for a in list_assignments(root)}
+        self._ids: dict[str, set[str]] = {}
+
+    def grade_ids(self, assignment: str) -> set[str]:
+        if assignment not in self._ids:
+            folder = self.root / "solutions" / assignment
+            self._ids[assignment] = set().union(*(file_grade_ids(p) for p in folder.glob("*.ipynb")))
+        return self._ids[assignment]
+
+    def guess(self, file: Path) -> str:
+        """The assignment a loose notebook belongs to, by its name, else by its grade ids; "" if unknown."""
+        stem = lms_file_stem(file.stem)
+        by_name = [a for a, names in self.notebooks.items() if stem in names]
+        if len(by_name) == 1:
+            return by_name[0]
+        return self.guess_by_ids(file_grade_ids(file))
+
+    def guess_by_ids(self, ids: set[str]) -> str:
+        """The assignment sharing the most grade ids with ``ids``; "" if none or a tie."""
+        overlaps = sorted(((len(ids & self.grade_ids(a)), a) for a in self.notebooks), reverse=True)
+        if overlaps and overlaps[0][0] > 0 and (len(overlaps) == 1 or overlaps[1][0] < overlaps[0][0]):
+            return overlaps[0][1]
+        return ""
+
+    def match(self, who: tuple[str, str], assignment: str, files: list[Path], origin: Path) -> Submission:
+        """Pair submitted files with the assignment's notebooks; ``who`` is (name, LMS id)."""
+        expected = self.notebooks[assignment]
+        found = {lms_file_stem(f.stem): f for f in files if lms_file_stem(f.stem) in expected}
+        if not found and len(expected) == 1 and len(files) == 1:
+            found = {expected[0]: files[0]}  # e.g. an LMS renamed `self_attention.ipynb`
+        problem = None
+        if not found:
+            wanted = ", ".join(f"{n}.ipynb" for n in expected)
+            others = _other_files(origin) if origin.is_dir() else []
+            got = ", ".join([clean_text(f.name) for f in files] + others) or "nothing"
+            problem = f"no notebook of {assignment} found (expected {wanted}; found {got})"
+        return Submission(who[0], assignment, found, origin, problem, lms_id=who[1])
+
+
+_MAX_COMPONENT_BYTES = 200
+
+
+def _short_component(name: str) -> str:
+    """A file name that fits every file system: a long one keeps its start and extension, and a
+    digest of the whole name keeps distinct names distinct."""
+    if len(name.encode("utf-8")) <= _MAX_COMPONENT_BYTES:
+        return name
+    stem, dot, suffix = name.rpartition(".") if "." in name[-12:] else (name, "", "")
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+    return stem.encode("utf-8")[:120].decode("utf-8", "ignore") + "~" + digest + dot + suffix
+
+
+def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BYTES,
+                max_files: int = ZIP_MAX_FILES) -> tuple[Path, list[str]]:
+    """Extract an LMS zip safely and return the folder to collect from and the entries skipped.
+
+    Entries with absolute paths, ``..``, drive letters or symbolic links are skipped, as are macOS
+    metadata and entries the file system refuses; names too long for a file system are shortened
+    (:func:`_short_component`); nothing is written outside ``destination``. If the archive holds a
+    single top folder, that folder is returned.
+
+    Raises:
+        UsageError: if the file is not a zip, or it would extract to more than ``max_bytes`` or
+            ``max_files`` (a zip bomb).
+    """
+    skipped: list[str] = []
+    destination.mkdir(parents=True, exist_ok=True)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            infos = [i for i in zf.infolist() if not i.is_dir()]
+            if len(infos) > max_files or sum(i.file_size for i in infos) > max_bytes:
+                raise UsageError(f"{archive} would extract to more than {max_files} files or "
+                                 f"{max_bytes // 1024 ** 2} MiB; refusing it")
+            written = 0
+            for info in infos:
+                name = info.filename.replace("\\", "/")
+                parts = [p for p in name.split("/") if p not in ("", ".")]
+                if (not parts or name.startswith("/") or ".." in parts or ":" in parts[0]
+                        or stat.S_ISLNK(info.external_attr >> 16)):
+                    skipped.append(name)
+                    continue
+                if parts[0] == "__MACOSX":
+                    continue
+                target = destination.joinpath(*(_short_component(p) for p in parts))
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(info) as source, open(target, "wb") as sink:
+                        while chunk := source.read(1 << 20):
+                            written += len(chunk)
+                            if written > max_bytes:
+                                raise UsageError(f"{archive} extracts to more than {max_bytes // 1024 ** 2} "
+                                                 "MiB; refusing it")
+                            sink.write(chunk)
+                    _keep_zip_time(target, info)
+                except OSError as error:  # a name this file system refuses, a file and a folder of one name
+                    skipped.append(f"{name} ({error.strerror or error})")
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as error:
+        raise UsageError(f"{archive} is not a readable zip file ({error})") from error
+    entries = [p for p in destination.iterdir() if _visible(p)]
+    if len(entries) == 1 and entries[0].is_dir() and not entries[0].name.endswith(".ipynb"):
+        return entries[0], skipped
+    return destination, skipped
+
+
+def _keep_zip_time(target: Path, info: zipfile.ZipInfo) -> None:
+    """Give an extracted file the time its zip entry records (local time, as zip stores it), so that
+    :attr:`Submission.submitted_at` is the LMS's time, not the extraction's; a bad time is left alone."""
+    try:
+        stamp = time.mktime(info.date_time + (0, 0, -1))
+        os.utime(target, (stamp, stamp))
+    except (OverflowError, ValueError, OSError):
+        pass
+
+
+def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_ROOT) -> list[Submission]:
+    """Find the submissions under ``path`` for one assignment, or for every assignment (``"all"``).
+
+    Layouts: a single ``.ipynb`` file (the student id is its name); or a folder whose entries are
+    ``<student>.ipynb`` files, ``<student>/<notebook>.ipynb`` folders or
+    ``<student>/<assignment>/<notebook>.ipynb`` folders. Names starting with ``.`` or ``__`` are
+    skipped; Canvas file prefixes and Moodle folder suffixes are removed from student ids. Loose
+    notebooks are assigned by their name or, failing that, by their grade ids. (Zips are extracted
+    by :func:`autograder.batch.grade` first.)
+
+    Raises:
+        UsageError: if the path does not exist, is not a notebook or folder, holds no notebooks, or
+            the assignment is unknown (the message lists those that exist).
+    """
+    catalogue = Catalogue(root)
+    if assignment != ALL and assignment not in catalogue.notebooks:
+        raise UsageError(f"unknown assignment: {assignment}; the assignments under "
+                         f"{Path(root) / 'solutions'} are: {', '.join(catalogue.notebooks) or '(none)'} "
+                         f"(or use --assignment {ALL})")
+    if not catalogue.notebooks:
+        raise UsageError(f"there are no assignments under {Path(root) / 'solutions'}")
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"no such file or folder: {path}")
+
+    def loose(who: tuple[str, str], file: Path) -> list[Submission]:
+        name = assignment if assignment != ALL else catalogue.guess(file)
+        if not name:
+            try:
+                read_notebook(file)
+            except NotebookError as error:
+                return [Submission(who[0], "", {}, file, f"unreadable notebook {clean_text(file.name)}: "
+                                   + one_line(str(error).split(": ", 1)[-1]), lms_id=who[1])]
+            return [Submission(who[0], "", {}, file,
+                               "cannot tell which assignment this notebook belongs to; "
+                               "put it in a folder named after the assignment", lms_id=who[1])]
+        return [catalogue.match(who, name, [file], file)]
+
+    def student_folder(folder: Path) -> list[Submission]:
+        who = _lms_student(folder.name)
+        subfolders = {p.name: p for p in folder.iterdir() if not p.is_symlink() and p.is_dir() and _visible(p)}
+        loose_files = _notebook_files(folder)
+        if assignment != ALL:
+            if assignment in subfolders:
+                return [catalogue.match(who, assignment, _notebook_files(subfolders[assignment]),
+                                        subfolders[assignment])]
+            return [catalogue.match(who, assignment, loose_files, folder)]
+        found = [catalogue.match(who, name, _notebook_files(sub), sub)
+                 for name, sub in sorted(subfolders.items()) if name in catalogue.notebooks]
+        groups: dict[str, list[Path]] = {}
+        for file in loose_files:
+            groups.setdefault(catalogue.guess(file), []).append(file)
+        for name, files in sorted(groups.items()):
+            if name:
+                found.append(catalogue.match(who, name, files, folder))
+            else:
+                found.append(Submission(who[0], "", {}, folder,
+                                        "cannot tell which assignment these notebooks belong to: "
+                                        + ", ".join(clean_text(f.name) for f in files), lms_id=who[1]))
+        if not found:
+            found.append(Submission(who[0], "", {}, folder, "no notebooks found (found "
+                                    + (", ".join(_other_files(folder)) or "nothing") + ")", lms_id=who[1]))
+        return found
+
+    def entry_submissions(entry: Path) -> list[Submission]:
+        """The submissions in one entry of the folder; a problem with it is its own row."""
+        who = _lms_student(entry.stem if entry.suffix == ".ipynb" else entry.name)
+        try:
+            if entry.is_symlink():
+                return [Submission(who[0], assignment if assignment != ALL else "", {}, entry,
+                                   "a symbolic link was submitted; links are not followed", lms_id=who[1])]
+            if entry.is_file() and entry.suffix == ".ipynb":
+                return loose(who, entry)
+            if entry.is_dir():
+                return student_folder(entry)
+            return []
+        except Exception as error:  # an unreadable folder, a name the file system refuses, ...
+            return [Submission(who[0], assignment if assignment != ALL else "", {}, entry,
+                               f"could not be read: {type(error).__name__}: {one_line(clean_text(error))}",
+                               lms_id=who[1])]
+
+    if path.is_file():
+        if path.suffix != ".ipynb":
+            raise UsageError(f"{path} is not a notebook (.ipynb), a zip or a folder of submissions")
+        return loose(_lms_student(path.stem), path)
+    submissions: list[Submission] = []
+    for entry in sorted(p for p in path.iterdir() if _visible(p)):
+        submissions += entry_submissions(entry)
+    if not submissions:
+        raise UsageError(f"no notebooks found in {path}; expected <student>.ipynb files, "
+                         "<student>/<notebook>.ipynb or <student>/<assignment>/<notebook>.ipynb")
+    return submissions

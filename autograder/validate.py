@@ -1,0 +1,197 @@
+"""``python -m autograder validate``: a learner's own check, with the visible tests only.
+
+The notebook is rebuilt and run exactly as :mod:`autograder.grade_one` grades it, against the
+instructor's notebooks when the checkout has them, else against the released exercise
+(:func:`_validation_plan`). It needs neither ``solutions/`` nor nbgrader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from autograder.course import UsageError
+from autograder.grade_one import run_notebook
+from autograder.mounts import kernel_library
+from autograder.notebooks import REPO_ROOT, NotebookError, read_notebook
+from autograder.plan import (PACKAGED_EXERCISES, TEST, AssignmentPlan, assemble, load_plan, load_released_plan,
+                             released_assignments, released_folders)
+from autograder.results import one_line
+from autograder.sandbox import Limits
+from autograder.submissions import Catalogue, file_grade_ids, lms_file_stem
+
+# What running a notebook needs beyond the base dependencies: (module, distribution, lowest major
+# version); pyproject.toml's `validate` extra installs them.
+_VALIDATE_NEEDS = (("jupyter_client", "jupyter_client", 8), ("zmq", "pyzmq", 0), ("ipykernel", "ipykernel", 6))
+
+
+def _missing_for_validate() -> list[str]:
+    """The packages of the ``validate`` extra that this Python lacks or has too old, as
+    ``"name (why)"``; empty when validate can run."""
+    import importlib.metadata
+    import importlib.util
+
+    missing = []
+    for module, distribution, major in _VALIDATE_NEEDS:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:
+            found = False
+        if not found:
+            missing.append(f"{distribution} (not installed)")
+            continue
+        try:
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue                                    # importable without metadata: take it as it is
+        if int(re.match(r"\d*", version).group() or 0) < major:
+            missing.append(f"{distribution} (version {version}; {major} or later is needed)")
+    return missing
+
+
+def _validate_install_command() -> str:
+    """The pip command that adds the ``validate`` extra to the course package as it was installed:
+    from the same git repository and ref when pip recorded one (PEP 610), else by name."""
+    import importlib.metadata
+
+    try:
+        origin = json.loads(importlib.metadata.distribution("transformer-core").read_text("direct_url.json") or "{}")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        origin = {}
+    url, vcs = origin.get("url", ""), origin.get("vcs_info", {})
+    if vcs.get("vcs") == "git" and url:
+        ref = vcs.get("requested_revision") or vcs.get("commit_id", "")
+        return f'pip install "transformer-core[validate] @ git+{url}{"@" + ref if ref else ""}"'
+    if origin.get("dir_info", {}).get("editable") and url.startswith("file://"):
+        return f'pip install -e "{url.removeprefix("file://")}[validate]"'
+    return 'pip install "transformer-core[validate]" (from where you installed the course package)'
+
+
+def _released_guess(path: Path, exercises: Path, offered: dict[str, list[str]]) -> str:
+    """The released assignment in ``offered`` that ``path`` belongs to, by its name, else by the
+    grade ids it shares with the released notebooks; "" if unknown or ambiguous."""
+    stem = lms_file_stem(path.stem)
+    by_name = [a for a, names in offered.items() if stem in names]
+    if len(by_name) == 1:
+        return by_name[0]
+    ids = file_grade_ids(path)
+    overlaps = sorted(((len(ids & set().union(*(file_grade_ids(p) for p in (exercises / a).glob("*.ipynb")))), a)
+                       for a in offered), reverse=True)
+    if overlaps and overlaps[0][0] > 0 and (len(overlaps) == 1 or overlaps[1][0] < overlaps[0][0]):
+        return overlaps[0][1]
+    return ""
+
+
+def _validation_plan(path: Path, assignment: str | None, root: Path) -> tuple[AssignmentPlan, str]:
+    """The plan a learner's check runs on, and a phrase saying where it came from.
+
+    The instructor's notebooks (``<root>/solutions/``) when they hold the assignment; otherwise the
+    released exercise it was made from (:func:`autograder.plan.released_folders`: ``<root>/exercises``,
+    then the copy inside the installed package).
+
+    Raises:
+        UsageError: if no course notebooks are found, or the assignment cannot be told or is unknown.
+    """
+    catalogue = Catalogue(root)
+    name = assignment or catalogue.guess(path)
+    if name and name in catalogue.notebooks:
+        return load_plan(name, root, visible_only=True), "the instructor's notebook, visible tests only"
+    folders = released_folders(root)
+    known = sorted(set(catalogue.notebooks).union(*(released_assignments(f) for f in folders)))
+    if not known:
+        raise UsageError(f"no course notebooks found: neither {Path(root) / 'solutions'} nor "
+                         f"{Path(root) / 'exercises'} nor the copy installed with the course package "
+                         f"({PACKAGED_EXERCISES}) exists; install the course package "
+                         "(the setup cell of any course notebook does) or run this in a clone of the course")
+    for folder in folders:
+        offered = released_assignments(folder)
+        name = assignment or _released_guess(path, folder, offered)
+        if name in offered:
+            return load_released_plan(name, folder), f"the released exercise in {folder}"
+    if assignment:
+        raise UsageError(f"unknown assignment: {assignment}; the assignments are: {', '.join(known)}")
+    raise UsageError(f"cannot tell which assignment {path.name} belongs to; pass --assignment "
+                     f"(one of: {', '.join(known)})")
+
+
+def validate(notebook: Path | str, assignment: str | None = None, *, root: Path = REPO_ROOT,
+             limits: Limits | None = None) -> tuple[bool, list[str]]:
+    """Check a notebook the way the grader will, with the visible tests only.
+
+    The notebook is rebuilt on the assignment exactly as for grading (so the learner sees which
+    cells the grader would put back or ignore) and run in the sandbox. The plan comes from the
+    instructor's notebooks when ``<root>/solutions/`` has them, else from the released exercise
+    (``<root>/exercises/`` or the copy installed with the package): a learner needs neither
+    ``solutions/`` nor nbgrader (see :func:`_validation_plan`), only the base dependencies and the
+    ``validate`` extra of ``pyproject.toml``.
+
+    Args:
+        notebook: the learner's notebook.
+        assignment: its assignment; default: told from the notebook's name and grade ids.
+        root: the course repository.
+        limits: resource limits (default :class:`Limits`).
+
+    Returns:
+        ``(ok, lines)``: whether every visible test passed and nothing needed repair, and a report.
+
+    Raises:
+        UsageError: if the file is missing, the packages of the ``validate`` extra are not installed,
+            or the assignment cannot be told or is unknown.
+    """
+    path = Path(notebook)
+    if not path.is_file():
+        raise UsageError(f"no such notebook: {path}")
+    missing = _missing_for_validate()
+    if missing:
+        raise UsageError(f"validate runs your notebook in a kernel of its own and needs {', '.join(missing)}; "
+                         f"install them with `{_validate_install_command()}` (on Colab, in a cell: `%` "
+                         "before `pip`), then run validate again")
+    plan, origin = _validation_plan(path, assignment, Path(root))
+    name = plan.name
+    try:
+        learner = read_notebook(path)
+    except NotebookError as error:
+        return False, [f"this file cannot be graded: {error}"]
+    stem = lms_file_stem(path.stem)
+    nb_plan = plan.notebooks.get(stem) or next(iter(plan.notebooks.values()))
+    assembly = assemble(nb_plan, learner)
+    if assembly.matched == 0:
+        return False, [f"none of the cells of {name}/{nb_plan.name}.ipynb were found: is this the right notebook?"]
+    lines = [f"checking {path.name} as {name}/{nb_plan.name}.ipynb (against {origin})"]
+    lines += [f"note: {note}" for note in assembly.notes]
+    limits = limits or Limits()
+
+    async def run() -> list:
+        from autograder.referee import RefereeProcess
+        from autograder.runner import SandboxedKernel
+
+        referee = RefereeProcess(limits.memory_mb)
+        with tempfile.TemporaryDirectory(prefix="autograder-validate-") as tmp:
+            kernel = SandboxedKernel(Path(tmp) / "kernel", limits, 0, library=kernel_library(plan))
+            try:
+                await referee.prepare()
+                await kernel.start()
+                return await run_notebook(kernel, referee, assembly.cells, nb_plan.imports, limits)
+            finally:
+                await kernel.stop()
+                await referee.close()
+
+    from autograder.referee import RefereeError
+    from autograder.runner import KernelStopped
+
+    try:
+        outcomes = asyncio.run(run())
+    except (KernelStopped, RefereeError) as error:
+        return False, lines + [f"the notebook could not be run: {error}"]
+    passed = True
+    for cell, outcome in zip(assembly.cells, outcomes):
+        if cell.kind != TEST:
+            continue
+        ok = outcome is not None and outcome.ok
+        passed &= ok
+        lines.append(f"{'passed' if ok else 'FAILED'}  {cell.key}"
+                     + ("" if ok else f": {one_line(outcome.reason if outcome else 'not run', 500)}"))
+    return passed and not assembly.notes, lines
