@@ -14,7 +14,7 @@ import pytest
 from conftest import run_once
 
 from autograder.course import generate, list_assignments
-from autograder.grading import grade
+from autograder.batch import grade
 from autograder.notebooks import (REPO_ROOT, convention_problems, dumps_normalized, has_outputs,
                                   notebook_paths, read_notebook)
 
