@@ -110,6 +110,9 @@ def test_generate_sampling_is_reproducible_with_a_seed(trained, capsys):
     (["generate", "--checkpoint", "/no/such/ckpt.pt"], "no such file"),
     (["generate", "--checkpoint", "x.pt", "--top-p", "1.5"], "(0, 1]"),
     (["generate", "--checkpoint", "x.pt", "--temperature", "-1"], ">= 0"),
+    (["train", "--preset", "tiny", "--seed", "-1"], "from 0 to 2**63 - 1"),
+    (["train", "--preset", "tiny", "--seed", str(2**64)], "from 0 to 2**63 - 1"),
+    (["generate", "--checkpoint", "x.pt", "--seed", str(10**30)], "from 0 to 2**63 - 1"),
 ])
 def test_bad_arguments_exit_with_2(argv, message, capsys):
     with pytest.raises(SystemExit) as info:
@@ -267,3 +270,77 @@ def test_vs_nanogpt_step_recipe_reads_nanogpt_bench_and_rescales_its_mfu(tmp_pat
     (tmp_path / "bench.py").write_text("print('nothing useful')\n")
     with pytest.raises(SystemExit, match="printed no 'time per iteration"):
         vs_nanogpt._step_rows(tmp_path, torch.device("cpu"), shape=shape, compile=False)
+
+
+def _text_file(folder, text):
+    path = folder / "text.txt"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _exit_2_with_one_line(argv, capsys) -> str:
+    """Run the command line, expecting status 2 and a message line without a traceback; returns it."""
+    with pytest.raises(SystemExit) as info:
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "Traceback" not in err, err
+    return err.strip().splitlines()[-1]
+
+
+def test_folders_and_files_in_the_wrong_place_are_named_as_such(tmp_path, capsys, monkeypatch):
+    text_file = _text_file(tmp_path, data.offline_corpus()[:4000])
+    message = _exit_2_with_one_line(["train", "--preset", "tiny", "--data", str(tmp_path), "--device", "cpu"], capsys)
+    assert "is a folder, not a file" in message
+    message = _exit_2_with_one_line(["generate", "--checkpoint", str(tmp_path), "--device", "cpu"], capsys)
+    assert "is a folder, not a checkpoint file" in message
+    (tmp_path / "ckpt.pt").write_bytes(b"")
+    message = _exit_2_with_one_line(["generate", "--checkpoint", str(tmp_path), "--device", "cpu"], capsys)
+    assert f"did you mean {tmp_path / 'ckpt.pt'}?" in message
+    for out in (text_file, text_file / "run"):
+        message = _exit_2_with_one_line(["train", "--preset", "tiny", "--data", str(text_file), "--out", str(out),
+                                         "--max-iters", "2", "--device", "cpu", "--quiet"], capsys)
+        assert message.endswith("not a folder; give a folder (it is created if missing)") and "--out" in message
+    monkeypatch.setattr(bench, "run_benchmarks", lambda **options: pytest.fail("benchmarked before checking --out"))
+    message = _exit_2_with_one_line(["bench", "--quick", "--device", "cpu", "--out", str(text_file)], capsys)
+    assert "--out" in message and "is a file, not a folder" in message
+
+
+def test_resuming_on_other_data_or_from_a_damaged_state_stops_with_one_line(tmp_path, capsys):
+    text = data.offline_corpus()[:4000]
+    run = ["train", "--preset", "tiny", "--out", str(tmp_path / "run"), "--max-iters", "20", "--device", "cpu",
+           "--quiet", "--threads", "1"]
+    (tmp_path / "a").mkdir()
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(run + ["--data", str(_text_file(tmp_path / "a", text))]) == 0
+    state_file = tmp_path / "run" / "last.pt"
+    intact = state_file.read_bytes()
+    others = {"same characters, other text": (text[2000:] + text[:2000], "train data: 3,600 tokens"),
+              "more characters": (text + "Z@#", "vocabulary: 53 -> 56 characters (new characters '#@Z')")}
+    for name, (other, expected) in others.items():
+        (tmp_path / name).mkdir()
+        message = _exit_2_with_one_line(run + ["--resume", "--data", str(_text_file(tmp_path / name, other))], capsys)
+        assert message.startswith("python -m transformer_core train: error: --resume: ") and \
+            "was trained on other data" in message and expected in message, (name, message)
+        assert "resume with the data of that run, or start a new run on this data (--overwrite" in message
+    same_text = run + ["--resume", "--data", str(tmp_path / "a" / "text.txt")]
+    state = torch.load(state_file, weights_only=True)
+    damages = {"a key removed": lambda s: s.pop("optimizer"),
+               "a weight removed": lambda s: s["model"].pop("embeddings.token.weight"),
+               "a weight reshaped": lambda s: s["model"].__setitem__("lm_head.weight", torch.zeros(3, 32)),
+               "the generators removed": lambda s: s.__setitem__("train_generators", []),
+               "the step edited": lambda s: s.__setitem__("step", "x"),
+               "the optimizer's groups removed": lambda s: s["optimizer"].__setitem__("param_groups", [])}
+    for name, damage in damages.items():
+        broken = {key: (dict(value) if isinstance(value, dict) else value) for key, value in state.items()}
+        broken["optimizer"] = dict(state["optimizer"])
+        damage(broken)
+        torch.save(broken, state_file)
+        message = _exit_2_with_one_line(same_text, capsys)
+        assert message.startswith("python -m transformer_core train: error: --resume: "), (name, message)
+        assert "is damaged" in message or "holds a model of other sizes" in message, (name, message)
+    state_file.write_bytes(intact[:len(intact) // 2])
+    assert "is not a training state" in _exit_2_with_one_line(same_text, capsys)
+    state_file.write_bytes(intact)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(same_text) == 0, "the intact state still resumes"

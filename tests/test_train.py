@@ -249,3 +249,31 @@ def test_resuming_with_another_recipe_is_refused(tmp_path):
     model = train.build_model(config, tokenizer.vocab_size)
     with pytest.raises(ValueError, match="learning_rate"):
         train.train(model, ids, ids, config, device="cpu", progress=False, resume=tmp_path / "run" / "last.pt")
+
+
+def test_resuming_with_another_tokenizer_or_other_token_ids_is_refused(tmp_path):
+    _resumable_run(tmp_path / "run", stop_at=10)
+    text = data.offline_corpus()[:6000]
+    config = train.PRESETS["tiny"].replace(max_iters=40, eval_interval=10, dropout=0.1, out_dir=str(tmp_path / "run"),
+                                           num_threads=1)
+    for other, expected in ((text[::-1], r"train data: 5,400 tokens \(sha256 \w+\) -> 5,400 tokens"),
+                            (text + "\u00e9", r"vocabulary: \d+ -> \d+ characters \(new characters '\u00e9'\)")):
+        tokenizer = data.CharTokenizer.from_text(other)
+        train_ids, val_ids = data.train_val_split(tokenizer.encode(other, as_tensor=True))
+        model = train.build_model(config, tokenizer.vocab_size)
+        with pytest.raises(train.ResumeError, match="was trained on other data.*" + expected):
+            train.train(model, train_ids, val_ids, config, device="cpu", progress=False, tokenizer=tokenizer,
+                        resume=tmp_path / "run" / train.RESUME_FILE)
+
+
+def test_max_iters_sets_no_memory_aside_and_the_seed_is_checked():
+    """Per-step losses used to live in a tensor of max_iters elements, so a large max_iters failed to
+    allocate before the first step."""
+    config = train.PRESETS["tiny"].replace(max_iters=10**15, eval_interval=10**15)
+    model = train.build_model(config, vocab_size=20)
+    ids = torch.randint(0, 20, (500,))
+    result = train.train(model, ids, ids, config, device="cpu", progress=False, callback=lambda info: True)
+    assert result.stopped_early and result.history["step"] == [0] and result.iter_losses == []
+    for seed in (-1, 2**63, 1.5, True):
+        with pytest.raises(ValueError, match=r"seed must be an integer from 0 to 2\*\*63 - 1"):
+            train.PRESETS["tiny"].replace(seed=seed)

@@ -14,6 +14,7 @@ with status 2 and a message that says what to change; failures while running exi
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import sys
 import warnings
@@ -43,7 +44,9 @@ _probability = _checked_number(float, lambda value: 0 < value <= 1, "a number in
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with the ``train``, ``generate`` and ``bench`` sub-commands."""
-    from transformer_core.train import PRESETS
+    from transformer_core.train import MAX_SEED, PRESETS
+
+    seed = _checked_number(int, lambda value: 0 <= value <= MAX_SEED, "a whole number from 0 to 2**63 - 1")
 
     parser = argparse.ArgumentParser(prog="python -m transformer_core",
                                      description="Train, sample from and benchmark the course's GPT.")
@@ -62,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-iters", type=_positive_int, default=None, help="override the preset's steps")
     train.add_argument("--device", default=None, help="cuda, cuda:1, mps or cpu (default: best available)")
     train.add_argument("--compile", action="store_true", help="use torch.compile (GPU)")
-    train.add_argument("--seed", type=int, default=None, help="override the preset's seed")
+    train.add_argument("--seed", type=seed, default=None, help="override the preset's seed")
     train.add_argument("--threads", type=_positive_int, default=None,
                        help="CPU threads for PyTorch (default: one per core; on a busy shared machine "
                             "1 thread avoids threads waiting for each other)")
@@ -85,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sampling temperature; 0 means greedy decoding (default 0.8)")
     gen.add_argument("--top-k", type=_positive_int, default=None, help="sample among the k most likely")
     gen.add_argument("--top-p", type=_probability, default=None, help="nucleus sampling mass in (0, 1]")
-    gen.add_argument("--seed", type=int, default=1337, help="sampling seed (default 1337)")
+    gen.add_argument("--seed", type=seed, default=1337, help="sampling seed (default 1337)")
     gen.add_argument("--no-cache", action="store_true", help="recompute the whole context every step")
     gen.add_argument("--compile", action="store_true",
                      help="compile the decode step (fixed shapes, a static cache; CUDA graphs on a GPU)")
@@ -120,6 +123,9 @@ def _load_text(parser: argparse.ArgumentParser, source: str) -> str:
     if source == "offline":
         return data.offline_corpus()
     path = pathlib.Path(source).expanduser()
+    if path.is_dir():
+        parser.error(f"--data {source}: is a folder, not a file. Give a UTF-8 text file, 'shakespeare' or "
+                     f"'offline'.")
     if not path.is_file():
         parser.error(f"--data {source}: no such file. Give a UTF-8 text file, 'shakespeare' or 'offline'.")
     try:
@@ -129,6 +135,16 @@ def _load_text(parser: argparse.ArgumentParser, source: str) -> str:
     if not text.strip():
         parser.error(f"--data {source}: the file is empty (or only whitespace); give the text to train on")
     return text
+
+
+def _folder_or_exit(parser: argparse.ArgumentParser, flag: str, folder: pathlib.Path) -> None:
+    """Exit with a message unless ``folder`` is a folder that exists or can be created and written."""
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    if not existing.is_dir():
+        where = "is a file" if existing == folder else f"is inside {existing}, which is a file"
+        parser.error(f"{flag} {folder}: {where}, not a folder; give a folder (it is created if missing)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        parser.error(f"{flag} {folder}: cannot write in {existing}; give a folder you may write to")
 
 
 def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -154,11 +170,11 @@ def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace,
     from course_runtime import data
     from transformer_core import distributed
     from course_runtime.device import describe_device, seed_everything
-    from transformer_core.train import (PRESETS, RESUME_FILE, build_model, evaluate_split, resolve_amp_dtype,
-                                        train)
+    from transformer_core.train import (PRESETS, RESUME_FILE, ResumeError, build_model, evaluate_split,
+                                        resolve_amp_dtype, train)
 
     config = PRESETS[args.preset]
-    changes = {"out_dir": str(args.out or pathlib.Path("runs") / args.preset)}
+    changes = {"out_dir": str(pathlib.Path(args.out).expanduser() if args.out else pathlib.Path("runs") / args.preset)}
     if args.max_iters is not None:
         changes["max_iters"] = args.max_iters
     if args.seed is not None:
@@ -171,6 +187,7 @@ def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace,
         changes["grad_accum_steps"] = args.grad_accum
     config = config.replace(**changes)
     out_dir = pathlib.Path(config.out_dir)
+    _folder_or_exit(parser, "--out", out_dir)
     resume_path = out_dir / RESUME_FILE
     if args.resume and args.overwrite:
         parser.error("--resume continues the run in --out and --overwrite starts it afresh: choose one")
@@ -202,8 +219,10 @@ def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace,
     try:
         result = train(model, train_ids, val_ids, config, device=device, progress=not args.quiet,
                        tokenizer=tokenizer, resume=resume_path if args.resume else None)
-    except ValueError as err:                     # a training state of another recipe
+    except ResumeError as err:                    # damaged, or of another recipe or other data
         parser.error(f"--resume: {err}")
+    except ValueError as err:
+        parser.error(str(err))
     for step, train_loss, val_loss in zip(result.history["step"], result.history["train_loss"],
                                           result.history["val_loss"]):
         print(f"step {step:>6}: train loss {train_loss:.4f}, val loss {val_loss:.4f}")
@@ -251,11 +270,16 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from transformer_core.train import load_checkpoint
 
     device = _device_or_exit(parser, args.device)
-    if not pathlib.Path(args.checkpoint).is_file():
+    checkpoint_path = pathlib.Path(args.checkpoint).expanduser()
+    if checkpoint_path.is_dir():
+        inside = checkpoint_path / "ckpt.pt"
+        hint = f"; did you mean {inside}?" if inside.is_file() else "; give the ckpt.pt file that `train` wrote"
+        parser.error(f"--checkpoint {args.checkpoint}: is a folder, not a checkpoint file{hint}")
+    if not checkpoint_path.is_file():
         parser.error(f"--checkpoint {args.checkpoint}: no such file. Train one first, e.g. "
                      f"`python -m transformer_core train --preset tiny --data offline`.")
     try:
-        checkpoint = load_checkpoint(args.checkpoint, device=device)
+        checkpoint = load_checkpoint(checkpoint_path, device=device)
     except (ValueError, RuntimeError) as err:
         parser.error(f"--checkpoint {args.checkpoint}: {err}")
     tokenizer = checkpoint.tokenizer
@@ -290,6 +314,7 @@ def _bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from transformer_core.bench import format_markdown, run_benchmarks, save_results
 
     device = _device_or_exit(parser, args.device)
+    _folder_or_exit(parser, "--out", pathlib.Path(args.out).expanduser())      # before minutes of benchmarking
     results = run_benchmarks(quick=args.quick, device=device)
     json_path, md_path = save_results(results, args.out)
     print(format_markdown(results))

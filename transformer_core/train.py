@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import math
 import os
 import pathlib
@@ -47,6 +48,7 @@ __all__ = [
     "TrainConfig",
     "PRESETS",
     "RESUME_FILE",
+    "ResumeError",
     "TrainResult",
     "Checkpoint",
     "lr_at",
@@ -63,6 +65,10 @@ __all__ = [
 ]
 
 BatchFn = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+
+# The largest seed: the batch streams are seeded with seed + slot, and PyTorch's generators take
+# seeds below 2**64.
+MAX_SEED = 2**63 - 1
 
 
 @dataclass
@@ -93,7 +99,8 @@ class TrainConfig:
         dtype: ``"auto"`` (``autocast_dtype(device)``), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         compile: wrap the model in ``torch.compile`` (GPU; the first steps are slow while it compiles).
         num_threads: CPU threads for PyTorch (``None`` leaves PyTorch's default: one per core).
-        seed: seeds batch sampling (seed the model's initialisation yourself, see :func:`build_model`).
+        seed: seeds batch sampling, ``0 .. 2**63 - 1`` (seed the model's initialisation yourself, see
+            :func:`build_model`).
         out_dir: where to write ``ckpt.pt`` (the best validation loss so far); ``None`` writes nothing.
     """
 
@@ -146,6 +153,8 @@ class TrainConfig:
                              f"got {self.dtype!r}")
         if self.grad_clip < 0:
             raise ValueError(f"TrainConfig.grad_clip must be >= 0 (0 = off), got {self.grad_clip}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"TrainConfig.seed must be an integer from 0 to 2**63 - 1, got {self.seed!r}")
 
     def replace(self, **changes) -> "TrainConfig":
         """A copy with some fields changed, e.g. ``PRESETS["tiny"].replace(max_iters=10)``."""
@@ -316,6 +325,31 @@ def apply_gradients(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     optimizer.zero_grad(set_to_none=True)
 
 
+class _StepLosses:
+    """The training loss of every step, without a host-device synchronisation per step: each loss is
+    written into a small device buffer, which is read (one synchronisation) when it is full and
+    whenever :meth:`read` is called, e.g. at an evaluation. Memory grows with the steps run, not with
+    ``max_iters``."""
+
+    def __init__(self, size: int, device: torch.device):
+        self.values: list[float] = []
+        self._buffer = torch.zeros(size, device=device)
+        self._filled = 0
+
+    def record(self, loss: torch.Tensor) -> None:
+        self._buffer[self._filled] = loss.detach()
+        self._filled += 1
+        if self._filled == len(self._buffer):
+            self.read()
+
+    def read(self) -> list[float]:
+        """Every loss recorded so far, one per step."""
+        if self._filled:
+            self.values.extend(self._buffer[:self._filled].tolist())
+            self._filled = 0
+        return self.values
+
+
 def _batch_source(data: torch.Tensor | BatchFn, config: TrainConfig, device: torch.device,
                   name: str) -> Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]]:
     if callable(data):
@@ -422,7 +456,9 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
         resume: a training state (``<out_dir>/last.pt``, written at every evaluation) to continue
             from. The model, optimizer, gradient scaler, step, history and random number generators
             are restored, so the result equals a run that was never interrupted (exactly, on a CPU).
-            The recipe must be the one that wrote it.
+            The recipe, the tokenizer and the data (token ids, compared by SHA-256) must be the ones
+            that wrote it; otherwise, or when the file is not an intact training state, a
+            :class:`ResumeError` says what differs.
 
     With ``config.out_dir``, every evaluation writes the best model so far to ``ckpt.pt`` and the
     whole training state to ``last.pt`` (:data:`RESUME_FILE`).
@@ -468,12 +504,14 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     checkpoint_path = pathlib.Path(config.out_dir) / "ckpt.pt" if config.out_dir else None
 
     history: dict[str, list[float]] = {"step": [], "train_loss": [], "val_loss": [], "lr": [], "elapsed_s": []}
-    step_losses = torch.zeros(config.max_iters, device=device)
+    step_losses = _StepLosses(min(config.max_iters, config.eval_interval, 1024), device)
     best_val = math.inf
     start_step = 0
+    data = {"tokenizer": tokenizer.to_dict() if tokenizer is not None else None,
+            "train": _fingerprint(train_data), "val": _fingerprint(val_data)}
     if resume is not None:
-        start_step, best_val = _restore_training_state(resume, config, model, optimizer, scaler, train_gens,
-                                                       slots, ranks, history, step_losses)
+        start_step, best_val = _restore_training_state(resume, config, data, model, optimizer, scaler,
+                                                       train_gens, slots, ranks, history, step_losses)
     resume_path = pathlib.Path(config.out_dir) / RESUME_FILE if config.out_dir else None
     stopped_early = False
     skip = start_step + min(10, (config.max_iters - start_step) // 10)  # steps left out of tokens/s
@@ -499,8 +537,8 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
                           for state in rank_states]
             torch_rngs = distributed.gather(torch.get_rng_state())
             if ranks.is_main:
-                _save_training_state(resume_path, config, model, optimizer, scaler, generators, torch_rngs,
-                                     history, step_losses[:step], step=step, best_val=best_val)
+                _save_training_state(resume_path, config, data, model, optimizer, scaler, generators, torch_rngs,
+                                     history, step_losses.read(), step=step, best_val=best_val)
         bar.set_postfix(train=f"{losses['train']:.4f}", val=f"{losses['val']:.4f}", refresh=False)
         stop = bool(callback({"step": step, "train_loss": losses["train"], "val_loss": losses["val"],
                               "lr": lr, "elapsed_s": elapsed})) if callback else False
@@ -533,7 +571,7 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
                     _, loss = fwd(x, y)
                 scaler.scale(loss / local_steps).backward()
         apply_gradients(model, optimizer, scaler, config.grad_clip)
-        step_losses[step] = loss.detach()
+        step_losses.record(loss)
         bar.update(1)
     else:
         step = config.max_iters
@@ -557,7 +595,7 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     utilisation = (complexity.mfu(tokens_per_second / ranks.world_size, fpt, peak)       # per device
                    if peak is not None and fpt is not None and tokens_per_second > 0 else None)
     return TrainResult(
-        history=history, iter_losses=step_losses[:steps_done].tolist(),
+        history=history, iter_losses=step_losses.read(),
         final_val_loss=history["val_loss"][-1], best_val_loss=best_val,
         tokens_per_second=tokens_per_second, flops_per_token=fpt, mfu=utilisation,
         wall_time_s=time.perf_counter() - start, n_params=n_params, device=str(device),
@@ -576,34 +614,74 @@ _RESUME_FORMAT = "transformer_core.resume/1"
 _RESUMABLE_CHANGES = {"out_dir", "num_threads", "compile"}
 
 
-def _save_training_state(path: pathlib.Path, config: TrainConfig, model: torch.nn.Module,
+class ResumeError(ValueError):
+    """A training state that cannot be resumed: not one, damaged, or written by another recipe or
+    for other data. The message says what differs and what to do."""
+
+
+def _fingerprint(data: torch.Tensor | BatchFn) -> dict | None:
+    """What identifies a token stream: its length and the SHA-256 of its ids (``None`` for a batch
+    function, which cannot be compared)."""
+    if not isinstance(data, torch.Tensor):
+        return None
+    ids = data.detach().long().cpu().contiguous()
+    return {"tokens": len(ids), "sha256": hashlib.sha256(ids.numpy().tobytes()).hexdigest()}
+
+
+def _save_training_state(path: pathlib.Path, config: TrainConfig, data: dict, model: torch.nn.Module,
                          optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
                          generators: list[torch.Tensor], torch_rngs: list[torch.Tensor], history: dict,
-                         step_losses: torch.Tensor, *, step: int, best_val: float) -> None:
+                         step_losses: list[float], *, step: int, best_val: float) -> None:
     """Everything :func:`train` needs to continue from ``step`` exactly as if it had not stopped:
     ``generators`` holds the batch streams of all micro-batch slots, ``torch_rngs`` every process's
-    global generator (dropout)."""
+    global generator (dropout); ``data`` the tokenizer and the fingerprints of both splits, so that a
+    resumed run can check it trains on the same text."""
     state = {
         "format": _RESUME_FORMAT, "step": step, "best_val": best_val,
-        "train_config": dataclasses.asdict(config), "model": model.state_dict(),
+        "train_config": dataclasses.asdict(config), "data": data, "model": model.state_dict(),
         "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
         "train_generators": generators, "torch_rngs": torch_rngs,
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "history": {key: list(values) for key, values in history.items()},
-        "step_losses": step_losses.detach().cpu(),
+        "step_losses": torch.tensor(step_losses, dtype=torch.float32),
     }
     _atomic_save(state, path)
 
 
-def _restore_training_state(path: str | os.PathLike, config: TrainConfig, model: torch.nn.Module,
+def _data_differences(saved: dict, wanted: dict) -> list[str]:
+    """How the tokenizer and data of a training state differ from this run's (empty: the same, or
+    not comparable because one side did not record it)."""
+    differences = []
+    old_tok, new_tok = saved.get("tokenizer"), wanted["tokenizer"]
+    if old_tok is not None and new_tok is not None and old_tok != new_tok:
+        old_chars, new_chars = old_tok.get("chars", ""), new_tok.get("chars", "")
+        added = "".join(sorted(set(new_chars) - set(old_chars)))
+        removed = "".join(sorted(set(old_chars) - set(new_chars)))
+        detail = ", ".join(part for part in (f"new characters {added!r}" if added else "",
+                                             f"missing characters {removed!r}" if removed else "") if part)
+        differences.append(f"vocabulary: {len(old_chars)} -> {len(new_chars)} characters"
+                           + (f" ({detail})" if detail else ""))
+    for split in ("train", "val"):
+        old, new = saved.get(split), wanted[split]
+        if old is not None and new is not None and old != new:
+            differences.append(f"{split} data: {old['tokens']:,} tokens (sha256 {old['sha256'][:12]}) -> "
+                               f"{new['tokens']:,} tokens (sha256 {new['sha256'][:12]})")
+    return differences
+
+
+def _restore_training_state(path: str | os.PathLike, config: TrainConfig, data: dict, model: torch.nn.Module,
                             optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
                             train_gens: list[torch.Generator], slots: range, ranks: distributed.Ranks,
-                            history: dict, step_losses: torch.Tensor) -> tuple[int, float]:
+                            history: dict, step_losses: "_StepLosses") -> tuple[int, float]:
     """Load a training state into the objects :func:`train` built; returns ``(step, best_val)``.
+
+    Everything that can be compared (recipe, tokenizer, data, the structure of the file) is checked
+    before anything is loaded.
 
     Raises:
         FileNotFoundError: no file at ``path``.
-        ValueError: the file is not a training state, or it was written with another recipe.
+        ResumeError: the file is not an intact training state, or it was written with another recipe
+            or for other data.
     """
     path = pathlib.Path(path)
     if not path.is_file():
@@ -612,27 +690,59 @@ def _restore_training_state(path: str | os.PathLike, config: TrainConfig, model:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # whatever the file holds, it is not a training state
-        raise ValueError(f"train: {path} is not a training state ({type(err).__name__})") from None
+        raise ResumeError(f"train: {path} is not a training state ({type(err).__name__}); start afresh "
+                          f"(--overwrite) or resume from an intact copy") from None
     if not isinstance(state, dict) or state.get("format") != _RESUME_FORMAT:
-        raise ValueError(f"train: {path} is not a training state written by transformer_core's train")
+        raise ResumeError(f"train: {path} is not a training state written by transformer_core's train")
+    damaged = (f"train: {path} is damaged, so the run cannot continue from it; start afresh (--overwrite) "
+               f"or resume from an intact copy")
+    kinds = {"step": int, "best_val": float, "train_config": dict, "model": dict, "optimizer": dict,
+             "scaler": dict, "train_generators": list, "torch_rngs": list, "cuda_rng": list, "history": dict,
+             "step_losses": torch.Tensor}
+    wrong = [key for key, kind in kinds.items() if not isinstance(state.get(key), kind)]
+    if wrong:
+        raise ResumeError(f"{damaged} (missing or wrong: {', '.join(wrong)})")
     saved, wanted = state["train_config"], dataclasses.asdict(config)
     changed = sorted(key for key in wanted if key not in _RESUMABLE_CHANGES and saved.get(key) != wanted[key])
     if changed:
         details = ", ".join(f"{key}: {saved.get(key)!r} -> {wanted[key]!r}" for key in changed)
-        raise ValueError(f"train: {path} was written with another recipe ({details}); resume with the same "
-                         f"settings, or start a new run in another folder")
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scaler.load_state_dict(state["scaler"])
-    for generator, slot in zip(train_gens, slots):
-        generator.set_state(state["train_generators"][slot])
-    torch.set_rng_state(state["torch_rngs"][ranks.rank % len(state["torch_rngs"])])
-    if state["cuda_rng"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda_rng"])
-    for key, values in state["history"].items():
-        history[key].extend(values)
-    step = int(state["step"])
-    step_losses[:step] = state["step_losses"].to(step_losses.device)
+        raise ResumeError(f"train: {path} was written with another recipe ({details}); resume with the same "
+                          f"settings, or start a new run in another folder")
+    differences = _data_differences(state.get("data") or {}, data)
+    if differences:
+        raise ResumeError(f"train: {path} was trained on other data ({'; '.join(differences)}); resume with "
+                          f"the data of that run, or start a new run on this data (--overwrite, or another "
+                          f"folder)")
+    weights, expected = state["model"], model.state_dict()
+    if set(weights) != set(expected) or not all(isinstance(t, torch.Tensor) for t in weights.values()):
+        missing, unexpected = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+        raise ResumeError(f"{damaged} (its model weights do not match: missing {missing[:3]}, unexpected "
+                          f"{unexpected[:3]})")
+    reshaped = [f"{name} {tuple(t.shape)} -> {tuple(expected[name].shape)}" for name, t in weights.items()
+                if t.shape != expected[name].shape]
+    if reshaped:
+        raise ResumeError(f"train: {path} holds a model of other sizes ({', '.join(reshaped[:2])}): the vocabulary "
+                          f"of the data differs from that run's; resume with the data of that run, or start a "
+                          f"new run on this data (--overwrite, or another folder)")
+    step = state["step"]
+    if (not 0 <= step <= config.max_iters or len(state["step_losses"]) != step
+            or max(slots, default=-1) >= len(state["train_generators"]) or not state["torch_rngs"]):
+        raise ResumeError(f"{damaged} (its step, losses and random generators do not agree)")
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        for generator, slot in zip(train_gens, slots):
+            generator.set_state(state["train_generators"][slot])
+        torch.set_rng_state(state["torch_rngs"][ranks.rank % len(state["torch_rngs"])])
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        for key, values in state["history"].items():
+            history[key].extend(values)
+        step_losses.values[:] = state["step_losses"].tolist()
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as err:
+        reason = (str(err).strip().splitlines() or [""])[0][:200]
+        raise ResumeError(f"{damaged} ({type(err).__name__}: {reason})") from None
     return step, float(state["best_val"])
 
 
