@@ -45,21 +45,6 @@ HIDDEN_NOTE = "# Hidden tests ran here; they are not shown in feedback."
 # The released exercises as a wheel of the course package ships them (pyproject.toml maps the
 # repository's exercises/ to the package autograder.exercises); absent in a source checkout.
 PACKAGED_EXERCISES = Path(__file__).resolve().parent / "exercises"
-# Learner code that reaches for the grading machinery; such submissions are flagged for review.
-_SUSPICIOUS = {
-    "get_ipython": r"\bget_ipython\b|\bIPython\b|\bipykernel\b",
-    "sys.modules": r"\bsys\s*\.\s*modules\b",
-    "builtins": r"\b__builtins__\b|\bbuiltins\b",
-    "frames or introspection": r"\b_getframe\b|\binspect\b|\bsettrace\b|\bsetprofile\b|\bgc\s*\.",
-    "ctypes": r"\bctypes\b",
-    "importlib": r"\bimportlib\b|\b__import__\b",
-    "process control": r"\bos\s*\.\s*(_exit|fork|kill|system|exec\w*)\b|\bsubprocess\b|\bsignal\b",
-    "sockets": r"\bsocket\b",
-    "the testing helpers": r"\btransformer_core\s*\.\s*(testing|agent|remote|wire)\b|\bforbid_shortcuts\b"
-                           r"|\bcheck_close\s*=|\bcheck_shape\s*=",
-    "torch internals": r"\btorch\s*\.\s*(ops|_C)\b|__torch_function__|__torch_dispatch__",
-    "file access": r"\bopen\s*\(|\bPath\s*\(|\bos\s*\.\s*(listdir|walk|scandir)\b|\bglob\b",
-}
 
 
 class PlanError(Exception):
@@ -445,9 +430,3 @@ def assemble(plan: NotebookPlan, learner) -> Assembly:
             cells.append(RunCell(c.kind, c.key, c.cell_type, c.source, shown, c.points, "course"))
         add_extra(c.key)
     return Assembly(cells, notes, matched, learner_code)
-
-
-def suspicious(code: list[str]) -> list[str]:
-    """Name what in the learner's code reaches for the grading machinery (for human review)."""
-    text = "\n".join(code)
-    return [name for name, pattern in _SUSPICIOUS.items() if re.search(pattern, text)]

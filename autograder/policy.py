@@ -536,7 +536,9 @@ def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None
     policy = policy or read_policy(plan)
     by_key = {c.key: c for c in plan.cells}
     learner = [(i, cell) for i, cell in enumerate(assembly.cells)
-               if cell.origin == "yours" and cell.cell_type == "code"]
+               if cell.origin == "yours" and cell.cell_type == "code"
+               and not (cell.key in by_key and cell.kind not in (SOLUTION, MANUAL)
+                        and cell.source == by_key[cell.key].source)]   # a course cell the learner left as it was
     verdicts = check_cells(policy, [(cell.key if cell.kind in (SOLUTION, MANUAL) else None, cell.source)
                                     for _, cell in learner])
     lines: list[str] = []
