@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "1 thread avoids threads waiting for each other)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--grad-accum", type=_positive_int, default=None,
-                       help="micro-batches per optimizer step, over all processes (default: the preset's)")
+                       help="micro-batches per optimizer step, over all processes (default: the preset's, "
+                            "rounded up to a multiple of the number of torchrun processes)")
     train.add_argument("--resume", action="store_true",
                        help="continue the run in --out from its last evaluation (<out>/last.pt)")
     train.add_argument("--overwrite", action="store_true",
@@ -154,17 +155,26 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     from transformer_core import distributed
 
+    if distributed.from_environment().is_main:
+        return _train_in_group(parser, args)
+    # The other processes see the same arguments, data and checkpoints, so they meet the same bad
+    # input: rank 0 says it once. They exit with the same status; a traceback (an unexpected
+    # failure) is printed after the redirection ends, so it still reaches stderr.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return _train_in_group(parser, args)
+
+
+def _train_in_group(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from transformer_core import distributed
+
     device = _device_or_exit(parser, args.device)
     with distributed.process_group(device) as ranks:
         if ranks.world_size > 1 and device.type == "cuda":
             device = _device_or_exit(parser, f"cuda:{ranks.local_rank}")
-        if ranks.is_main:
-            return _train_in_process(parser, args, device)
-        with contextlib.redirect_stdout(io.StringIO()):         # the other processes train silently
-            return _train_in_process(parser, args, device)
+        return _train_in_process(parser, args, device, ranks.world_size)
 
 
-def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace, device) -> int:
+def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace, device, world_size: int) -> int:
     import torch
 
     from course_runtime import data
@@ -183,8 +193,15 @@ def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace,
         changes["compile"] = True
     if args.threads is not None:
         changes["num_threads"] = args.threads
+    preset_accum = config.grad_accum_steps
     if args.grad_accum is not None:
+        if args.grad_accum % world_size:
+            parser.error(f"--grad-accum {args.grad_accum}: must be a multiple of the {world_size} processes that "
+                         f"torchrun started (each runs the same number of micro-batches), e.g. --grad-accum "
+                         f"{-(-args.grad_accum // world_size) * world_size}")
         changes["grad_accum_steps"] = args.grad_accum
+    elif preset_accum % world_size:      # each process runs at least one micro-batch per step
+        changes["grad_accum_steps"] = -(-preset_accum // world_size) * world_size
     config = config.replace(**changes)
     out_dir = pathlib.Path(config.out_dir)
     _folder_or_exit(parser, "--out", out_dir)
@@ -215,6 +232,10 @@ def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace,
           f"vocabulary {tokenizer.vocab_size}")
     print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, preset {args.preset}, "
           f"{config.max_iters} steps of {config.batch_size} x {config.block_size} tokens")
+    if config.grad_accum_steps != preset_accum and args.grad_accum is None:
+        print(f"grad-accum: {config.grad_accum_steps} micro-batches per step, {config.grad_accum_steps // world_size} "
+              f"in each of {world_size} processes (the preset's {preset_accum}, rounded up to a multiple of the "
+              f"processes; --grad-accum chooses)")
     sys.stdout.flush()
     try:
         result = train(model, train_ids, val_ids, config, device=device, progress=not args.quiet,

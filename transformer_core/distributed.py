@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-__all__ = ["Ranks", "current", "process_group", "all_agree", "gather"]
+__all__ = ["Ranks", "current", "from_environment", "process_group", "all_agree", "gather"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,9 @@ class Ranks:
         return self.rank == 0
 
 
-def _from_environment() -> Ranks:
+def from_environment() -> Ranks:
+    """The ranks ``torchrun`` gave this process (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``), known
+    before the process group is joined; a single process without ``torchrun``."""
     return Ranks(rank=int(os.environ.get("RANK", 0)), local_rank=int(os.environ.get("LOCAL_RANK", 0)),
                  world_size=int(os.environ.get("WORLD_SIZE", 1)))
 
@@ -64,7 +66,7 @@ def process_group(device: torch.device) -> Iterator[Ranks]:
     Yields:
         This process's :class:`Ranks` (a single process without ``torchrun``).
     """
-    ranks = _from_environment()
+    ranks = from_environment()
     if ranks.world_size == 1 or (dist.is_available() and dist.is_initialized()):
         yield current()
         return
