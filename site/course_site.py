@@ -10,16 +10,24 @@ rendered widgets and every image, and the browser test runs offline. This extens
    ``_static/`` instead of colab.research.google.com (the links still go to Colab);
 3. writes a root ``favicon.ico`` (asked for by the root redirect page) and removes duplicated <script> tags (a console error on every page otherwise, see _dedupe_scripts);
 4. after the build, warns about every page or stylesheet that still loads anything from another
-   site (with ``--warningiserror`` that fails the build), naming the page and the address.
+   site (with ``--warningiserror`` that fails the build), naming the page and the address;
+5. in the Chinese build, gives each section the id of the same section of the English page (so
+   ``page.html#scaled-dot-product-attention`` works in both languages and the language switch keeps
+   the reader's place) and puts the few interface words no theme catalogue translates into Chinese.
 
 Configuration (``_config.yml`` -> ``sphinx.config``):
 
 - ``course_site_local_images``: ``{remote image URL: path under _static}``.
 - ``course_site_allowed_remote``: URL prefixes that may still be loaded from elsewhere (empty).
+- ``course_site_heading_ids``: a JSON file ``{docname: [the English page's section ids, in order]}``
+  (written by ``autograder/i18n.py`` for the Chinese build; empty: ids as Sphinx makes them).
+- ``course_site_body_replacements``: ``{text: replacement}`` applied to every page body (the
+  Chinese build's words for myst-nb's "{type}" in "Show code cell {type}").
 """
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 import sys
@@ -27,6 +35,7 @@ import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 
+from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
@@ -129,11 +138,49 @@ def _dedupe_scripts(context: dict) -> None:
     scripts[:] = kept
 
 
+def _on_doctree_read(app: Sphinx, doctree) -> None:
+    """Give each section the id its English twin has (the Chinese build; see the module docstring).
+
+    Runs before Sphinx collects the table of contents, so the sidebar links use the shared ids too.
+    A page whose number of sections differs from the English one keeps Sphinx's ids (and is reported).
+    """
+    path = app.config.course_site_heading_ids
+    if not path:
+        return
+    table = _heading_ids(path)
+    english = table.get(app.env.docname)
+    if english is None:
+        return
+    sections = list(doctree.findall(nodes.section))
+    if len(sections) != len(english):
+        logger.warning(f"course_site: {app.env.docname} has {len(sections)} sections, its English page "
+                       f"{len(english)}; its headings keep their own ids", type="course_site", subtype="heading_ids")
+        return
+    taken = {i for node in doctree.findall(nodes.Element) for i in node.get("ids", [])}
+    for section, wanted in zip(sections, english):
+        if wanted in section["ids"] or wanted in taken:
+            continue
+        section["ids"].insert(0, wanted)
+        doctree.ids[wanted] = section
+        taken.add(wanted)
+
+
+_HEADING_IDS: dict[str, dict] = {}
+
+
+def _heading_ids(path: str) -> dict:
+    if path not in _HEADING_IDS:
+        _HEADING_IDS[path] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return _HEADING_IDS[path]
+
+
 def _on_html_page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     _dedupe_scripts(context)
     body = context.get("body")
     if not body:
         return
+    for text, replacement in app.config.course_site_body_replacements.items():
+        body = body.replace(text, replacement)
     for remote, local in app.config.course_site_local_images.items():
         if remote in body:
             body = body.replace(remote, context["pathto"](local, 1))
@@ -195,8 +242,11 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
 def setup(app: Sphinx) -> dict:
     app.add_config_value("course_site_local_images", {COLAB_BADGE: "_static/colab-badge.svg"}, "html")
     app.add_config_value("course_site_allowed_remote", [], "html")
+    app.add_config_value("course_site_heading_ids", "", "env")
+    app.add_config_value("course_site_body_replacements", {}, "html")
     # After myst-nb and the theme have set their own static paths.
     app.connect("config-inited", _on_config_inited, priority=900)
     app.connect("html-page-context", _on_html_page_context, priority=900)
+    app.connect("doctree-read", _on_doctree_read, priority=400)   # before the toc collector (500)
     app.connect("build-finished", _on_build_finished)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

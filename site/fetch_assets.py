@@ -1,4 +1,5 @@
-"""Fetch the browser assets the book serves itself (MathJax, the Jupyter widget manager).
+"""Fetch the browser assets the book serves itself (MathJax, the Jupyter widget manager), and the
+CJK font the Chinese build draws figure text with (Noto Sans SC, SIL Open Font License 1.1).
 
 The published book must work without any CDN: readers behind firewalls still get typeset math and
 rendered widgets, and the browser test runs offline. So the JavaScript that pages load is fetched
@@ -6,6 +7,7 @@ at build time from the npm registry, pinned by ``site/assets.json`` (version, ta
 sha512 integrity), and only the files the pages need are extracted into::
 
     _build/site-assets/vendor/<dest>/...      (served as _static/vendor/<dest>/...)
+    _build/site-assets/fonts/<dest>/...       (a package with "serve": false: used by the build, not published)
 
 Nothing here is committed. Tarballs are kept in ``$XDG_CACHE_HOME/transformer-core-site`` (by
 default ``~/.cache/transformer-core-site``) so that a fresh clone on the same machine does not
@@ -162,7 +164,18 @@ def assets_up_to_date(out: Path = DEFAULT_OUT, manifest: dict | None = None) -> 
         return False
     if stamp.get("manifest") != _manifest_digest(manifest):
         return False
-    return all((Path(out) / "vendor" / f).is_file() for f in stamp.get("files", []))
+    return all((Path(out) / f).is_file() for f in stamp.get("files", []))
+
+
+def cjk_font(out: Path = DEFAULT_OUT) -> Path:
+    """The CJK font file that the Chinese build draws figure text with (fetched by :func:`ensure_assets`)."""
+    manifest = load_manifest()
+    for package in manifest["packages"]:
+        if not package.get("serve", True):
+            for pattern in package["include"]:
+                if pattern.endswith((".woff", ".woff2", ".ttf", ".otf")):
+                    return Path(out) / "fonts" / package["dest"] / pattern[len(package["strip"]):]
+    raise AssetError("site/assets.json names no font (a package with \"serve\": false)")
 
 
 def ensure_assets(out: Path = DEFAULT_OUT, *, force: bool = False, quiet: bool = False) -> Path:
@@ -187,8 +200,9 @@ def ensure_assets(out: Path = DEFAULT_OUT, *, force: bool = False, quiet: bool =
         files = []
         for package in manifest["packages"]:
             data = _download(package, quiet=quiet)
-            dest = staging / "vendor" / package["dest"]
-            files += [f"{package['dest']}/{f}" for f in _extract(package, data, dest)]
+            folder = "vendor" if package.get("serve", True) else "fonts"
+            dest = staging / folder / package["dest"]
+            files += [f"{folder}/{package['dest']}/{f}" for f in _extract(package, data, dest)]
         stamp = {"manifest": _manifest_digest(manifest), "files": files,
                  "packages": {p["name"]: p["version"] for p in manifest["packages"]}}
         (staging / STAMP).write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
@@ -205,8 +219,8 @@ def ensure_assets(out: Path = DEFAULT_OUT, *, force: bool = False, quiet: bool =
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if not quiet:
-        size = sum(f.stat().st_size for f in (out / "vendor").rglob("*") if f.is_file())
-        print(f"fetch_assets: {len(files)} files ({size / 1e6:.1f} MB) in {out / 'vendor'}", file=sys.stderr)
+        size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file() and f.name != STAMP)
+        print(f"fetch_assets: {len(files)} files ({size / 1e6:.1f} MB) in {out}", file=sys.stderr)
     return out
 
 
