@@ -155,16 +155,19 @@ class Catalogue:
         for e in entries:
             if not e.msgstr or "fuzzy" in e.flags:
                 continue
+            # A piece of a message may start with the space that joined it to the one before.
+            msgid, msgstr = e.msgid.strip(), e.msgstr.strip()
             if PATTERN_FLAG in e.flags:
-                regex, names = _pattern(e.msgid)
-                self.patterns.append((regex, names, e.msgstr))
+                regex, names = _pattern(msgid)
+                self.patterns.append((regex, names, msgstr))
             else:
-                self.exact[e.msgid] = e.msgstr
+                self.exact[msgid] = msgstr
         # Longer patterns are more specific: try them first.
         self.patterns.sort(key=lambda p: -len(p[0].pattern))
 
     def lookup(self, text: str) -> str | None:
-        """The translation of all of ``text``, or None."""
+        """The translation of all of ``text`` (spaces around it aside), or None."""
+        text = text.strip()
         if text in self.exact:
             return self.exact[text]
         for regex, names, template in self.patterns:
@@ -221,17 +224,30 @@ def translate_message(message: str, language: str | None = None) -> str:
     if language == ENGLISH or not isinstance(message, str):
         return message
     table = catalogue("messages", language)
-    lines = []
-    for line in message.split("\n"):
-        prefix = ""
+    # The message proper (which may span lines), then its hint lines.
+    lines = message.split("\n")
+    cut = next((i for i, line in enumerate(lines) if line.startswith(_HINT)), len(lines))
+    body, hints = "\n".join(lines[:cut]), lines[cut:]
+    whole = table.lookup(body) if body else body
+    out = [whole] if whole is not None else [_by_sentence(line, table) for line in lines[:cut]]
+    for line in hints:
         if line.startswith(_HINT):
-            prefix, line = _HINT_TRANSLATED.get(language, _HINT), line[len(_HINT):]
-        whole = table.lookup(line)
-        if whole is None:
-            sentences = _SENTENCE_END.split(line)
-            whole = " ".join(table.lookup(s) or s for s in sentences)
-        lines.append(prefix + whole)
-    return "\n".join(lines)
+            out.append(_HINT_TRANSLATED.get(language, _HINT) + _by_sentence(line[len(_HINT):], table))
+        else:
+            out.append(_by_sentence(line, table))
+    return "\n".join(out)
+
+
+def _by_sentence(line: str, table: Catalogue) -> str:
+    """A line the catalogue knows as a whole, else sentence by sentence (unknown ones stay English)."""
+    whole = table.lookup(line)
+    if whole is not None:
+        return whole
+    out = ""
+    for sentence in _SENTENCE_END.split(line):
+        piece = table.lookup(sentence) or sentence
+        out += piece if not out or re.search(r"[。！？：；）]$", out) else " " + piece
+    return out
 
 
 def notebook_language(nb) -> str:
@@ -357,7 +373,7 @@ def _translate_widget(widget) -> None:
     if labels:
         translated = tuple(translate(label, "figures") for label in labels)
         if translated != tuple(labels):
-            widget._options_labels = translated
+            widget.set_trait("_options_labels", translated)   # read-only to users, not to us
     if type(widget).__name__ in ("Label", "HTML", "HTMLMath", "Button", "ToggleButton") and isinstance(
             getattr(widget, "value", None), str):
         translated = translate(widget.value, "figures")
@@ -394,7 +410,8 @@ def _install_tracebacks(language: str, ipython) -> bool:
     def handler(shell, etype, value, tb, tb_offset=None):
         if value.args and isinstance(value.args[0], str):
             value.args = (translate_message(value.args[0]),) + tuple(value.args[1:])
-        return shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+        # IPython does not show what a custom handler returns: show it as it shows any error.
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
     ipython.set_custom_exc((AssertionError, NotImplementedError, ShortcutError), handler)
     return True
