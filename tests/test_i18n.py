@@ -164,3 +164,153 @@ def test_every_translation_keeps_its_markup_and_every_chinese_notebook_its_code(
 def test_chinese_notebooks_open_their_own_colab_page(path):
     problems = convention_problems(path, ROOT)
     assert not problems, "; ".join(problems)
+
+
+# --- Every prose element, figures, messages, typesetting, terms (issue 23) -------------------------
+
+
+def test_review_answers_in_directives_are_messages():
+    """An ``{admonition}`` fence holds prose (a review answer), unlike a code fence."""
+    answer = "```{admonition} Answer\n:class: dropdown\nNothing changes: the output is the same.\n```"
+    assert i18n.messages([f"1. A question?\n\n{answer}\n\n```python\nx = 1\n```"]) == ["1. A question?", answer]
+
+
+def test_phrases_in_formulas_are_messages_and_names_are_not(tmp_path):
+    root = _mini_course(tmp_path)
+    nb = read_notebook(root / "book" / "ch.ipynb")
+    nb.cells[2].source = ("Size:\n\n$$\n\\text{cache bytes} = 2 \\times n_\\text{layers} \\times \\text{batch} "
+                          "\\times \\text{NaN}\n$$")
+    (root / "book" / "ch.ipynb").write_text(dumps_normalized(nb), encoding="utf-8")
+    i18n.update(root)
+    path = i18n.catalogue_path("book/ch", root)
+    math = {m.id for m in i18n.read_catalogue(path) if m.context == i18n.MATH_CONTEXT}
+    assert math == {"cache bytes", "batch"}, "subscripts (n_\\text{layers}) and abbreviations (NaN) are names"
+    catalog = i18n.read_catalogue(path)
+    for message in catalog:
+        if message.context == i18n.MATH_CONTEXT:
+            message.string = {"cache bytes": "缓存字节数", "batch": "批次大小"}[message.id]
+    i18n.write_catalogue(catalog, path)
+    page = i18n.rendered(root)[root / "zh" / "book" / "ch.ipynb"]
+    assert "\\\\text{缓存字节数}" in page and "n_\\\\text{layers}" in page and "\\\\text{NaN}" in page
+
+
+def test_line_breaks_between_chinese_characters_are_joined_but_not_in_code_or_math():
+    text = "即一个\n**仅解码器模型**，在 CPU\n上运行，\n也能训练。\n\n```python\n# 中文\n# 注释\n```\n\n$$\n\\text{中}\n\\text{文}\n$$"
+    joined = i18n.join_cjk_lines(text)
+    assert joined.startswith("即一个**仅解码器模型**，在 CPU\n上运行，也能训练。")
+    assert "# 中文\n# 注释" in joined and "\\text{中}\n\\text{文}" in joined
+
+
+def test_code_strings_become_messages_and_f_strings_patterns():
+    code = ("ax.set_title(f'layer {layer}, head {h:.0f}')\nax.plot(x, label='train loss', color='C0')\n"
+            "w = widgets.IntSlider(description='branch gain')\nax.legend(loc='upper left')\n")
+    assert i18n.code_strings([code], figures=True) == [
+        ("layer {layer}, head {h:.0f}", True), ("train loss", False), ("branch gain", False)]
+    test = ("assert out.shape == (2, 3), f'expected {(2, 3)}, got {tuple(out.shape)}'\n"
+            "check_close(y, ref, name='y', hint='divide by sqrt(d_k)')\n")
+    assert i18n.code_strings([test], figures=False) == [
+        ("expected {(2, 3)}, got {tuple(out.shape)}", True), ("divide by sqrt(d_k)", False)]
+
+
+def test_a_chinese_message_keeps_the_values_and_english_is_unchanged(tmp_path, monkeypatch):
+    from course_runtime import language
+
+    po = tmp_path / "zh_CN" / "LC_MESSAGES" / "messages.po"
+    po.parent.mkdir(parents=True)
+    po.write_text('msgid ""\nmsgstr ""\n\n#, course-pattern\nmsgid "`{name}` differs at index {i}: you returned {a}, '
+                  'expected {e}."\nmsgstr "`{name}` 在索引 {i} 处不同：你的结果是 {a}，应为 {e}。"\n\n'
+                  'msgid "you forgot to divide by sqrt(d_k)."\nmsgstr "你忘了除以 sqrt(d_k)。"\n', encoding="utf-8")
+    monkeypatch.setattr(language, "CATALOGUE_DIR", tmp_path)
+    language.catalogue.cache_clear()
+    english = "`scores` differs at index (0, 1): you returned 2, expected 1.\nHint: you forgot to divide by sqrt(d_k)."
+    try:
+        assert language.translate_message(english, "zh_CN") == (
+            "`scores` 在索引 (0, 1) 处不同：你的结果是 2，应为 1。\n提示：你忘了除以 sqrt(d_k)。")
+        assert language.translate_message(english, "en") == english
+        assert language.translate_message("An unknown sentence. Hint: x", "zh") == "An unknown sentence. Hint: x"
+    finally:
+        language.catalogue.cache_clear()
+
+
+def test_a_notebook_knows_its_language():
+    from course_runtime import language
+
+    chinese = read_notebook(sorted((ROOT / "zh" / "exercises").rglob("*.ipynb"))[0])
+    english = read_notebook(sorted((ROOT / "exercises").rglob("*.ipynb"))[0])
+    assert language.notebook_language(chinese) == "zh_CN" and language.notebook_language(english) == "en"
+    with pytest.raises(ValueError, match="no language 'fr'"):
+        language.normalize_language("fr")
+
+
+def test_figures_are_drawn_in_chinese_with_the_same_code(tmp_path, monkeypatch):
+    """The kernel hook translates a figure's texts while it is drawn, and leaves them as the code set them."""
+    from course_runtime import language
+
+    import sys
+    sys.path.insert(0, str(ROOT / "site"))
+    import fetch_assets
+
+    fetched = fetch_assets.cjk_font()
+    if fetched.is_file():
+        monkeypatch.setenv(language.ENV_FONT, str(fetched))
+    if language.cjk_font() is None:
+        pytest.skip("no CJK font: `python site/fetch_assets.py` fetches the one the book build uses")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv(language.ENV_LANGUAGE, "zh_CN")
+    assert "figures" in language.install()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], label="train loss")
+    ax.set_xlabel("step")
+    ax.legend()
+    seen = []
+    fig.canvas.mpl_connect("draw_event", lambda event: seen.extend(t.get_text() for t in fig.findobj(
+        matplotlib.text.Text) if t.get_text()))
+    fig.savefig(tmp_path / "zh.png")
+    plt.close(fig)
+    assert "训练损失" in seen and "步数" in seen, seen
+    assert ax.get_xlabel() == "step", "the code reads back what it set"
+
+
+def test_every_string_the_code_shows_has_a_translation():
+    counts = i18n.runtime_status(ROOT)
+    figures = counts["course_runtime/figures"]
+    assert not figures["untranslated"] and not figures["fuzzy"], (
+        f"course_runtime/locales/zh_CN/LC_MESSAGES/figures.po: {figures['untranslated']} untranslated, "
+        f"{figures['fuzzy']} outdated figure strings")
+
+
+def test_the_theme_speaks_chinese_on_the_chinese_site():
+    config = __import__("yaml").safe_load(i18n.rendered(ROOT)[ROOT / "zh" / "_config.yml"])["sphinx"]["config"]
+    assert config["togglebutton_hint"] == "点击显示" and "{type}" in config["nb_code_prompt_show"]
+    po = (ROOT / "site" / "locale" / "zh_CN" / "LC_MESSAGES" / "sphinx.po").read_text(encoding="utf-8")
+    assert 'msgid "Link to this heading"\nmsgstr "链接到此标题"' in po
+
+
+def _reader_problems(kind: str) -> list[str]:
+    problems = i18n.reader_problems(ROOT)
+    if kind == "english":
+        return [p for p in problems if ": English left: " in p]
+    if kind == "terms":
+        return [p for p in problems if '" (write ' in p or ": first use of " in p]
+    return [p for p in problems if ": English left: " not in p and '" (write ' not in p and ": first use of " not in p]
+
+
+def test_no_english_sentence_is_left_on_a_chinese_page():
+    """Outside code, math and the names Chinese texts keep (terms.yml's ``keep``), and the English
+    of a term in full-width parentheses."""
+    left = _reader_problems("english")
+    assert not left, f"{len(left)} English phrases on Chinese pages:\n" + "\n".join(left[:30])
+
+
+def test_chinese_pages_are_typeset_as_chinese():
+    wrong = _reader_problems("typesetting")
+    assert not wrong, f"{len(wrong)} typesetting mistakes:\n" + "\n".join(wrong[:30])
+
+
+def test_every_chinese_page_uses_one_form_per_term():
+    """locales/zh_CN/terms.yml: one Chinese form per term, the English at its first use."""
+    wrong = _reader_problems("terms")
+    assert not wrong, f"{len(wrong)} departures from locales/zh_CN/terms.yml:\n" + "\n".join(wrong[:40])
