@@ -149,6 +149,33 @@ def test_bert_hidden_states_match_with_padding_and_segments(model_class):
             torch.testing.assert_close(ours.mlm_logits(hidden), out.logits, atol=1e-5, rtol=0)
 
 
+def _in_float64(model):
+    """The model in float64 with weights that float32 cannot hold (a float32 model cast by .double()
+    has float32 values, which survive a round trip through float32)."""
+    model = model.double().eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 1e-3)
+    return model
+
+
+def test_float64_checkpoints_keep_float64_weights_and_outputs():
+    """Weights were copied into float32 parameters and cast afterwards: rounded through float32, a
+    float64 model's outputs then differed by about 1e-8 instead of by float64 rounding."""
+    torch.manual_seed(7)
+    gpt2 = _in_float64(transformers.GPT2LMHeadModel(_gpt2_config()))
+    bert = _in_float64(transformers.BertForMaskedLM(_bert_config()))
+    ours_gpt2, ours_bert = gpt2_from_hf(gpt2), bert_from_hf(bert)
+    assert {p.dtype for p in ours_gpt2.parameters()} == {p.dtype for p in ours_bert.parameters()} == {torch.float64}
+    idx = torch.randint(0, 101, (2, 64), generator=torch.Generator().manual_seed(1))
+    input_ids, token_type_ids, attention_mask = _bert_inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(ours_gpt2(idx)[0], gpt2(idx).logits, atol=1e-12, rtol=0)
+        expected = bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits
+        hidden = ours_bert(input_ids, segment_ids=token_type_ids, attention_mask=attention_mask)
+        torch.testing.assert_close(ours_bert.mlm_logits(hidden), expected, atol=1e-12, rtol=0)
+
+
 def test_bert_relative_positions_are_refused():
     hf_model = transformers.BertModel(_bert_config())
     hf_model.config.position_embedding_type = "relative_key"

@@ -40,13 +40,29 @@ def test_transformer_encode_decode_equal_forward():
                                ours(src, tgt, tgt_mask=causal_mask(3)))
 
 
+def _in_float64(module):
+    """The module in float64 with weights that float32 cannot hold (``.double()`` alone keeps float32 values)."""
+    module = module.double().eval()
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.add_(torch.randn_like(parameter) * 1e-3)
+    return module
+
+
 def test_conversion_keeps_mode_dtype_and_copies_weights():
-    theirs = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True).double().eval()
+    theirs = _in_float64(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True))
     ours = encoder_layer_from_torch(theirs)
     assert not ours.training and ours.self_attn.q_proj.weight.dtype == torch.float64
     assert ours.dropout.p == 0.1
     torch.testing.assert_close(ours.self_attn.v_proj.weight, theirs.self_attn.in_proj_weight[16:])
     assert ours.self_attn.q_proj.weight.data_ptr() != theirs.self_attn.in_proj_weight.data_ptr()
+    attention = ours.self_attn                                  # copied in float64, not through float32
+    qkv = torch.cat([attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight])
+    assert torch.equal(qkv, theirs.self_attn.in_proj_weight) and torch.equal(ours.ffn.up_proj.weight, theirs.linear1.weight)
+    model = _in_float64(nn.Transformer(8, 2, 1, 1, 16, dropout=0.0, batch_first=True))
+    src, tgt = torch.randn(2, 5, 8, dtype=torch.float64), torch.randn(2, 3, 8, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(transformer_from_torch(model)(src, tgt), model(src, tgt), atol=1e-12, rtol=0)
 
 
 def test_decoder_layer_with_gelu_module_activation():

@@ -50,6 +50,7 @@ import torch
 from torch import nn
 
 from ..models import DecoderOnlyLM, EncoderOnlyModel, TransformerConfig
+from ._placement import finish, in_source_dtype
 
 __all__ = ["gpt2_from_hf", "bert_from_hf"]
 
@@ -101,11 +102,6 @@ def _copy_table(ours: torch.Tensor, theirs: torch.Tensor) -> None:
         raise ValueError(f"shape mismatch while copying an embedding table: ours {tuple(ours.shape)}, "
                          f"checkpoint {tuple(theirs.shape)}")
     ours.copy_(theirs)
-
-
-def _finish(ours: nn.Module, theirs: nn.Module) -> nn.Module:
-    reference = next(theirs.parameters())
-    return ours.to(device=reference.device, dtype=reference.dtype).train(theirs.training)
 
 
 def _hf_config(hf_model: nn.Module, model_type: str, function: str):
@@ -162,6 +158,7 @@ def gpt2_from_hf(hf_model: nn.Module) -> DecoderOnlyLM:
         vocab_size=config.vocab_size, d_model=config.n_embd, n_heads=config.n_head,
         n_layers=config.n_layer, d_ff=d_ff, max_len=config.n_positions, dropout=config.resid_pdrop,
         activation=activation, layer_norm_eps=config.layer_norm_epsilon, tie_weights=tied))
+    ours = in_source_dtype(ours, hf_model)
 
     d_model = config.n_embd
     _copy_table(ours.embeddings.token.weight, body.wte.weight)
@@ -181,7 +178,7 @@ def gpt2_from_hf(hf_model: nn.Module) -> DecoderOnlyLM:
     _copy_norm(ours.final_norm, body.ln_f)
     if not tied:
         _copy_linear(ours.lm_head, head.weight, None)
-    return _finish(ours, hf_model)
+    return finish(ours, hf_model)
 
 
 def bert_from_hf(hf_model: nn.Module) -> EncoderOnlyModel:
@@ -237,6 +234,7 @@ def bert_from_hf(hf_model: nn.Module) -> EncoderOnlyModel:
         max_len=config.max_position_embeddings, n_segments=config.type_vocab_size,
         dropout=config.hidden_dropout_prob, activation=activation,
         layer_norm_eps=config.layer_norm_eps, tie_weights=tied))
+    ours = in_source_dtype(ours, hf_model)
 
     embeddings = body.embeddings
     _copy_table(ours.embeddings.token.weight, word_embeddings)
@@ -261,4 +259,4 @@ def bert_from_hf(hf_model: nn.Module) -> EncoderOnlyModel:
         if output_bias is None:
             output_bias = mlm.bias
         _copy_linear(head.vocab_proj, mlm.decoder.weight, output_bias)
-    return _finish(ours, hf_model)
+    return finish(ours, hf_model)

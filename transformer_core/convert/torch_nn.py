@@ -29,6 +29,7 @@ from torch import nn
 from ..attention import MultiHeadAttention
 from ..layers import DecoderLayer, EncoderLayer, FeedForward, LayerNorm
 from ..models import Transformer
+from ._placement import finish, in_source_dtype
 
 __all__ = ["encoder_layer_from_torch", "decoder_layer_from_torch", "transformer_from_torch"]
 
@@ -110,11 +111,6 @@ def _block_kwargs(layer: nn.Module) -> dict:
                 layer_norm_eps=layer.norm1.eps, bias=layer.linear1.bias is not None)
 
 
-def _finish(ours: nn.Module, theirs: nn.Module) -> nn.Module:
-    reference = next(theirs.parameters())
-    return ours.to(device=reference.device, dtype=reference.dtype).train(theirs.training)
-
-
 def encoder_layer_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderLayer:
     """An :class:`~transformer_core.layers.EncoderLayer` with the weights of a PyTorch one.
 
@@ -132,9 +128,10 @@ def encoder_layer_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderLayer:
         True
     """
     kwargs = _block_kwargs(layer)
-    ours = EncoderLayer(kwargs.pop("d_model"), kwargs.pop("n_heads"), kwargs.pop("d_ff"), **kwargs)
+    ours = in_source_dtype(EncoderLayer(kwargs.pop("d_model"), kwargs.pop("n_heads"), kwargs.pop("d_ff"), **kwargs),
+                           layer)
     _copy_encoder_layer(ours, layer)
-    return _finish(ours, layer)
+    return finish(ours, layer)
 
 
 def decoder_layer_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderLayer:
@@ -148,10 +145,10 @@ def decoder_layer_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderLayer:
         a ``DecoderLayer`` computing the same function (up to float rounding).
     """
     kwargs = _block_kwargs(layer)
-    ours = DecoderLayer(kwargs.pop("d_model"), kwargs.pop("n_heads"), kwargs.pop("d_ff"),
-                        cross_attention=True, **kwargs)
+    ours = in_source_dtype(DecoderLayer(kwargs.pop("d_model"), kwargs.pop("n_heads"), kwargs.pop("d_ff"),
+                                        cross_attention=True, **kwargs), layer)
     _copy_decoder_layer(ours, layer)
-    return _finish(ours, layer)
+    return finish(ours, layer)
 
 
 def transformer_from_torch(model: nn.Transformer) -> Transformer:
@@ -183,8 +180,9 @@ def transformer_from_torch(model: nn.Transformer) -> Transformer:
         if _block_kwargs(layer) != kwargs:
             raise ValueError("all layers of the nn.Transformer must share one configuration (sizes, "
                              f"activation, norm_first); found {_block_kwargs(layer)} and {kwargs}.")
-    ours = Transformer(kwargs.pop("d_model"), kwargs.pop("n_heads"), len(encoder_layers),
-                       len(decoder_layers), kwargs.pop("d_ff"), final_norm=has_norm[0], **kwargs)
+    ours = in_source_dtype(Transformer(kwargs.pop("d_model"), kwargs.pop("n_heads"), len(encoder_layers),
+                                       len(decoder_layers), kwargs.pop("d_ff"), final_norm=has_norm[0], **kwargs),
+                           model)
     for mine, theirs in zip(ours.encoder_layers, encoder_layers):
         _copy_encoder_layer(mine, theirs)
     for mine, theirs in zip(ours.decoder_layers, decoder_layers):
@@ -192,4 +190,4 @@ def transformer_from_torch(model: nn.Transformer) -> Transformer:
     if has_norm[0]:
         _copy_norm(ours.encoder_norm, model.encoder.norm)
         _copy_norm(ours.decoder_norm, model.decoder.norm)
-    return _finish(ours, model)
+    return finish(ours, model)
