@@ -17,7 +17,8 @@ from pathlib import Path
 
 from autograder.mounts import kernel_library
 from autograder.notebooks import NotebookError, clean_text, read_notebook
-from autograder.plan import MANUAL, TASK, TEST, AssignmentPlan, assemble, suspicious
+from autograder.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
+from autograder.policy import enforce
 from autograder.results import GRADED, GradeResult, one_line, path_name, write_atomically
 from autograder.sandbox import Limits
 from autograder.submissions import Submission
@@ -59,6 +60,7 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
     deadline = time.monotonic() + limits.notebook_timeout
     stopped: str | None = None
     first_failure: str | None = None     # the first non-test cell that raised: the likely root cause
+    hidden_ran = False                   # after a hidden test, the learner's code may hold its data
     for cell in cells:
         if cell.cell_type != "code" or not cell.source.strip():
             outcomes.append(None)
@@ -77,10 +79,17 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
                     await kernel.ask(RELEASE_REQUEST, GUARD_TIMEOUT_S)
                 except AgentError:
                     pass  # the learner's code replaced the agent; only their own memory suffers
+                hidden_ran = hidden_ran or HIDDEN_BEGIN in cell.source
             else:
                 outcome = await kernel.run(cell.source, min(limits.cell_timeout, remaining))
                 if not outcome.ok:
                     await kernel.run(CLEANUP_CODE, GUARD_TIMEOUT_S, silent=True)
+                if hidden_ran:             # what it prints or raises could carry a hidden test's data
+                    outcome = replace(outcome, outputs=[])
+                    if outcome.status == "error":
+                        kind = outcome.reason.split(":", 1)[0]
+                        outcome = replace(outcome, reason=f"{kind} (its message is not shown: this cell ran "
+                                                          "after hidden tests, whose data it could hold)")
             await kernel.sweep()
         except KernelStopped as error:
             outcome = CellOutcome("stopped", str(error))
@@ -145,6 +154,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
             assembly = assemblies.get(name) or assemble(nb_plan, _empty_notebook())
             if name not in learner:
                 assembly.notes.insert(0, f"You did not submit {name}.ipynb; the blank release was graded.")
+            broken_rules = enforce(nb_plan, assembly)          # before anything of the learner's runs
             kernel = SandboxedKernel(Path(workdir) / name, limits, slot, library=kernel_library(plan))
             try:
                 await referee.prepare()
@@ -173,7 +183,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                     scores[cell.key] = result.cells[key] = None
                     result.needs_manual_grade = True
             result.notes += assembly.notes
-            result.flags += [f for f in suspicious(assembly.learner_code) if f not in result.flags]
+            result.flags += [f"{name}: {rule}" for rule in broken_rules if f"{name}: {rule}" not in result.flags]
             pages[name] = render_feedback(student=clean_text(submission.learner), assignment=plan.name,
                                           notebook=name,
                                           cells=assembly.cells, outcomes=outcomes, scores=scores,
