@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from autograder.course import UsageError
 from autograder.grade_one import fingerprint, grade_submission
+from autograder.mounts import kernel_library
 from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
 from autograder.notebooks import REPO_ROOT, clean_text
 from autograder.plan import AssignmentPlan, PlanError, load_plan
@@ -178,6 +179,7 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                 continue
             pending.append((submission, plan, path))
         if pending:
+            _preflight({id(plan): plan for _, plan, _ in pending}.values(), tmp / "preflight", limits)
             try:
                 results += asyncio.run(_grade_pending(pending, out_dir, tmp, limits, jobs, catalogue_ids,
                                                       progress))
@@ -189,6 +191,24 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                     f"listed in {out_dir / 'grades.csv'}; run the same command again to grade the rest") from None
     write_grades_csv(out_dir / "grades.csv", load_results(out_dir))
     return sorted(results, key=lambda r: (r.assignment, r.student))
+
+
+def _preflight(plans, workdir: Path, limits: Limits) -> None:
+    """Start one kernel per assignment the way grading will and run its imports, before any submission.
+
+    Raises:
+        UsageError: with the cause and the fix on one line, when the kernel cannot (e.g. this Python's
+            install of the course points at another checkout): otherwise every submission would wait
+            out its time-outs before anything said why.
+    """
+    from autograder.runner import PreflightError, preflight
+
+    for index, plan in enumerate(plans):
+        imports = [statement for notebook in plan.notebooks.values() for statement in notebook.imports]
+        try:
+            asyncio.run(preflight(workdir / str(index), limits, kernel_library(plan), imports))
+        except PreflightError as error:
+            raise UsageError(f"{plan.name}: {error}") from None
 
 
 async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs: int,

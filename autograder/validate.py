@@ -19,6 +19,7 @@ from autograder.mounts import kernel_library
 from autograder.notebooks import REPO_ROOT, NotebookError, read_notebook
 from autograder.plan import (PACKAGED_EXERCISES, TEST, AssignmentPlan, assemble, load_plan, load_released_plan,
                              released_assignments, released_folders)
+from autograder.policy import enforce
 from autograder.results import one_line
 from autograder.sandbox import Limits
 from autograder.submissions import Catalogue, file_grade_ids, lms_file_stem
@@ -158,6 +159,7 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     stem = lms_file_stem(path.stem)
     nb_plan = plan.notebooks.get(stem) or next(iter(plan.notebooks.values()))
     assembly = assemble(nb_plan, learner)
+    enforce(nb_plan, assembly)                 # the grader's source check, worded like the kernel's guard
     if assembly.matched == 0:
         return False, [f"none of the cells of {name}/{nb_plan.name}.ipynb were found: is this the right notebook?"]
     lines = [f"checking {path.name} as {name}/{nb_plan.name}.ipynb (against {origin})"]
@@ -173,14 +175,17 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
             kernel = SandboxedKernel(Path(tmp) / "kernel", limits, 0, library=kernel_library(plan))
             try:
                 await referee.prepare()
-                await kernel.start()
+                try:
+                    await kernel.start()
+                except KernelStopped as error:     # the set-up, not the notebook: say how to fix it
+                    raise UsageError(preflight_fix(str(error))) from None
                 return await run_notebook(kernel, referee, assembly.cells, nb_plan.imports, limits)
             finally:
                 await kernel.stop()
                 await referee.close()
 
     from autograder.referee import RefereeError
-    from autograder.runner import KernelStopped
+    from autograder.runner import KernelStopped, preflight_fix
 
     try:
         outcomes = asyncio.run(run())
