@@ -4,6 +4,7 @@ and classic mistakes get the message that names them.
 The grading round trip (solution full marks, blank 0) is in test_notebooks.py, like every assignment's.
 """
 
+import math
 import os
 import re
 from pathlib import Path
@@ -23,7 +24,9 @@ def _execute(nb, tmp_path, **kwargs):
     env = dict(os.environ)
     if (SHAKESPEARE_DIR / "tinyshakespeare.txt").is_file():  # offline copy; elsewhere it downloads or falls back
         env["TRANSFORMER_CORE_DATA"] = str(SHAKESPEARE_DIR)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
+    env["COURSE_QUICK_RUN"] = "1"      # Part H trains a tiny model for 100 steps: seconds, however busy the machine
+    # The timeout only catches a hang: with the quick run, no cell needs more than a few seconds of CPU.
+    client = NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
                             **kwargs)
     client.execute(env=env)
     return nb
@@ -39,10 +42,12 @@ def test_the_solution_runs_end_to_end_and_the_model_learns(tmp_path):
     printed = "".join(_stdout(c) for c in nb.cells if c.cell_type == "code")
     for part in "ABCDEFG":
         assert f"Part {part}: visible tests passed." in printed
-    match = re.search(r"final validation loss (\d+\.\d+)", printed)
-    assert match, "the training cell did not report its validation loss"
-    # A uniform guess over the 65 characters costs ln 65 = 4.17 nats; the trained model must do far better.
-    assert float(match.group(1)) < 3.0
+    assert "100 steps of 8 x 32 tokens" in printed, "Part H did not take the quick run that COURSE_QUICK_RUN=1 asks for"
+    losses = [float(v) for v in re.findall(r"validation loss (\d+\.\d+) \(", printed)]
+    assert len(losses) >= 2, "the training cell did not report its validation losses"
+    # GPT-2's initialisation: after one step the model still guesses almost uniformly, ln 65 = 4.17 nats.
+    assert abs(losses[0] - math.log(65)) < 0.3, losses
+    assert losses[-1] < losses[0] - 1.0, losses            # and 100 small steps already learn the letter frequencies
     assert "tokens/s with your cache" in printed
 
 
@@ -60,7 +65,32 @@ MISTAKES = {
                             "exactly max_len must fit"),
     "positions restart at 0 with a cache": ("gpt", "torch.arange(start, start + T, device=idx.device)",
                                             "torch.arange(T, device=idx.device)", "test_cached_forward",
-                                            "the new token sits at position 4 = cache.length"),
+                                            "the new tokens sit at positions 4 .. 4, after the cache.length = 4"),
+    "mask hides the diagonal": ("attention", ".tril(diagonal=k.shape[2] - T)", ".tril(diagonal=k.shape[2] - T - 1)",
+                                "test_attention", "hiding the diagonal leaves position 0 with no key"),
+    "softmax over the queries": ("attention", "torch.softmax(scores, dim=-1) @ v", "torch.softmax(scores, dim=-2) @ v",
+                                 "test_attention", "dim=-2 normalises over the queries"),
+    "mask without the cache's offset (single-token steps)": ("attention", ".tril(diagonal=k.shape[2] - T)", ".tril()",
+                                                             "test_cached_forward", "a plain .tril() of that shape"),
+    "broken Part B, named by Part G": ("attention", "/ math.sqrt(self.head_dim)", "", "test_generate",
+                                       "First fix Part B (CausalSelfAttention)"),
+    "RoPE's products in bfloat16": ("rope", "cos, sin = torch.cos(angles), torch.sin(angles)\n"
+                                    "    even, odd = x.float()[..., 0::2], x.float()[..., 1::2]",
+                                    "cos, sin = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)\n"
+                                    "    even, odd = x[..., 0::2], x[..., 1::2]", "test_rope",
+                                    "compute the cosines, sines and the products in float32"),
+    "no ValueError past block_size": ("gpt", "        if start + T > self.block_size:\n"
+                                      "            raise ValueError(f\"{start + T} positions, but the model has "
+                                      "block_size={self.block_size}\")\n", "", "test_gpt",
+                                      "raise a ValueError when the positions run past block_size"),
+    "PyTorch's default initialisation": ("gpt", "for module in self.modules():", "for module in []:", "test_gpt",
+                                         "N(0, 0.02): nn.init.normal_(weight, mean=0.0, std=0.02)"),
+    "residual projections not scaled": ("gpt", "std=0.02 / math.sqrt(2 * n_layers))", "std=0.02)", "test_gpt",
+                                        "draw it from N(0, 0.02 / sqrt(2 * n_layers))"),
+    "top-k keeps k - 1 tokens": ("generate", "logits < kth", "logits <= kth", "test_generate",
+                                 "(logits < kth, not <=)"),
+    "softmax over the batch axis": ("generate", "torch.softmax(logits, dim=-1)", "torch.softmax(logits, dim=0)",
+                                    "test_generate", "over the batch axis (dim=0)"),
     "temperature multiplied": ("generate", "logits = logits / temperature", "logits = logits * temperature",
                                "test_generate", "divide the logits by the temperature (you multiplied)"),
     "RoPE on the two halves": ("rope", "x.float()[..., 0::2], x.float()[..., 1::2]",
