@@ -6,6 +6,7 @@ later are covered automatically; with none yet, the tests are skipped.
 
 import dataclasses
 import hashlib
+import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -115,3 +116,48 @@ def test_blank_exercise_autogrades_to_zero(round_trip, student):
     earned = {cell: score for cell, score in result.cells.items() if score}
     assert not earned, f"the blank exercise earns points in {earned}; those tests pass without any code"
     assert result.score == 0
+
+
+# \text{...} and the other text-mode commands: MathJax 3 (without its textmacros extension, which the
+# book does not load) shows their content verbatim, so "\text{kv\_heads}" appears with its backslash.
+# Math-mode names render an escaped underscore correctly: \mathrm{kv\_heads}, \operatorname{lm\_head}.
+_TEXT_MODE = re.compile(r"\\(?:text|textrm|textit|textbf|texttt|textsf|textnormal|mbox)\s*\{")
+
+
+def _escaped_underscores_in_text_mode(markdown: str) -> list[str]:
+    """Every ``\\text{...}`` (or another text-mode command) of ``markdown`` whose braces hold ``\\_``."""
+    found = []
+    for match in _TEXT_MODE.finditer(markdown):
+        depth, end = 1, match.end()
+        while end < len(markdown) and depth:
+            depth += {"{": 1, "}": -1}.get(markdown[end], 0) if markdown[end - 1] != "\\" else 0
+            end += 1
+        if "\\_" in markdown[match.end():end - 1]:
+            found.append(markdown[match.start():end])
+    return found
+
+
+def test_escaped_underscores_in_text_mode_are_found():
+    assert _escaped_underscores_in_text_mode(r"$n_\text{kv\_heads} + \text{a {b} c\_d}$") == [
+        r"\text{kv\_heads}", r"\text{a {b} c\_d}"]
+    assert _escaped_underscores_in_text_mode(
+        r"$n_\mathrm{kv\_heads}$, $\operatorname{lm\_head}(h)$, $\text{kv}_\text{heads}$, `\_`") == []
+
+
+def test_no_escaped_underscore_inside_text_mode_math():
+    """MathJax would show the backslash: write \\mathrm{a\\_b} or a symbol such as n_\\text{kv} instead."""
+    from babel.messages.pofile import read_po
+
+    texts = []
+    for path in notebook_paths(ROOT, ["book", "solutions", "exercises"]):
+        texts += [(f"{_id(path)} cell {index}", cell.source)
+                  for index, cell in enumerate(read_notebook(path).cells) if cell.cell_type == "markdown"]
+    texts += [(_id(path), path.read_text(encoding="utf-8")) for path in sorted((ROOT / "book").glob("*.md"))]
+    for path in sorted((ROOT / "locales").rglob("*.po")):
+        with path.open("rb") as handle:
+            catalog = read_po(handle)
+        texts += [(f"{_id(path)}: {str(message.id)[:40]!r}", text) for message in catalog if message.id
+                  for text in (message.id, message.string) if isinstance(text, str)]
+    bad = [f"{where}: {snippet}" for where, text in texts for snippet in _escaped_underscores_in_text_mode(text)]
+    assert not bad, ("text-mode math shows '\\_' verbatim on the published page; use \\mathrm{...} or a "
+                     "subscript symbol instead:\n" + "\n".join(bad))
