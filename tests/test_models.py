@@ -141,6 +141,21 @@ def test_static_cache_overflow_is_refused_on_the_host_before_writing(position):
     assert cache.length == int(cache.position) == 0
 
 
+def test_token_ids_are_read_on_the_host_only_for_cpu_tensors():
+    """On a GPU, int(ids.min()) would make the CPU wait for the device at every decode step. The meta
+    device stands in for a GPU here: a forward pass that read a meta tensor's value would raise."""
+    with torch.device("meta"):
+        model = DecoderOnlyLM(_config()).eval()
+        with torch.no_grad():
+            cache = model.new_cache(batch_size=1)
+            model(torch.zeros(1, 3, dtype=torch.long), cache=cache)            # prefill
+            logits, _ = model(torch.zeros(1, 1, dtype=torch.long), cache=cache)   # a decode step
+    assert logits.shape == (1, 1, 23)
+    model = DecoderOnlyLM(_config()).eval()
+    with pytest.raises(ValueError, match=r"token id 23 is outside the vocabulary of 23 ids"):
+        model(torch.tensor([[1, 23]]))
+
+
 def test_learned_positions_beyond_max_len_give_a_clear_error():
     model = DecoderOnlyLM(_config(max_len=6))
     with pytest.raises(ValueError, match="cannot extrapolate"):

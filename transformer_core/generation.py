@@ -447,7 +447,7 @@ def generate(
     _check_can_generate(model, "generate")
     max_len = _max_len(model)
     vocab_size = model.config.vocab_size
-    check_token_ids(idx, vocab_size, "generate: idx")
+    check_token_ids(idx, vocab_size, "generate: idx")       # once per call (on a GPU, one wait), not per step
     if eos_token_id is not None and not (isinstance(eos_token_id, int) and 0 <= eos_token_id < vocab_size):
         raise ValueError(f"generate: eos_token_id={eos_token_id!r} is not a token id of this model's "
                          f"vocabulary (0 .. {vocab_size - 1})")

@@ -193,6 +193,9 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, what: str) -> None:
     """Raise a ValueError naming the first id outside ``0 .. vocab_size - 1`` (an embedding lookup
     would fail with a bare ``IndexError``, or on a GPU with an asynchronous device assert).
 
+    It reads the ids' minimum and maximum on the host: for a GPU tensor that waits for the device,
+    so the models call it for CPU tensors only (see ``Embeddings.forward``).
+
     Args:
         ids: integer token ids of any shape.
         vocab_size: the number of rows of the embedding table.
@@ -244,7 +247,12 @@ class Embeddings(nn.Module):
         if ids.dim() != 2 or ids.dtype not in (torch.long, torch.int):
             raise ValueError(f"token ids must be an integer tensor (B, T), got shape "
                              f"{tuple(ids.shape)} and dtype {ids.dtype}.")
-        # On a GPU the check would wait for the device at every call, and compiled code needs no host values.
+        # The ids are checked on the host for CPU tensors only. Reading min and max of a GPU tensor
+        # (int(...)) makes the CPU wait for the GPU, at every decode step; torch._assert_async would
+        # avoid the wait but still launch a reduction per step and fail as an asynchronous device
+        # assert, which nn.Embedding already raises for a bad id. generate() checks its prompt once,
+        # before the first step (one wait per call), and the ids it feeds back are sampled from the
+        # model's own vocabulary. Compiled code skips it too: it must not read host values.
         if ids.device.type == "cpu" and not _compiling():
             check_token_ids(ids, self.token.num_embeddings, "token ids")
         x = self.token(ids) * self.scale                                     # (B, T, d)
