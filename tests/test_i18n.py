@@ -314,3 +314,22 @@ def test_every_chinese_page_uses_one_form_per_term():
     """locales/zh_CN/terms.yml: one Chinese form per term, the English at its first use."""
     wrong = _reader_problems("terms")
     assert not wrong, f"{len(wrong)} departures from locales/zh_CN/terms.yml:\n" + "\n".join(wrong[:40])
+
+
+def test_runtime_translations_keep_placeholders_and_code():
+    """A translation may drop an English-only placeholder ({'s' if n > 1 else ''}), never invent one,
+    and keeps the message's inline code."""
+    import re
+
+    problems = []
+    for domain in ("figures", "messages"):
+        for m in i18n.read_catalogue(i18n.runtime_catalogue_path(domain, ROOT)):
+            if not (m.id and m.string):
+                continue
+            if i18n.PATTERN_FLAG in m.flags:
+                held = set(re.findall(r"\{([^{}]+)\}", m.id.replace("{{", "").replace("}}", "")))
+                used = set(re.findall(r"\{([^{}]+)\}", m.string.replace("{{", "").replace("}}", "")))
+                problems += [f"{domain}: {m.id[:50]!r} invents {{{p}}}" for p in used - held]
+            code = set(re.findall(r"`[^`]+`", m.id)) - set(re.findall(r"`[^`]+`", m.string))
+            problems += [f"{domain}: {m.id[:50]!r} lost {c}" for c in code]
+    assert not problems, "\n".join(problems)
