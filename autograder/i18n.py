@@ -512,10 +512,10 @@ def _kernel_profile(folder: Path) -> Path:
     return folder
 
 
-def english_heading_ids(html: Path) -> dict[str, list[str]]:
+def english_heading_ids(html: Path, root: Path = REPO_ROOT) -> dict[str, list[str]]:
     """``{docname: [section ids in page order]}`` of the built English pages under ``html``."""
     table = {}
-    for page in pages():
+    for page in pages(root):
         built = Path(html) / f"{page.docname}.html"
         if built.exists():
             table[page.docname] = re.findall(r'<section id="([^"]+)"', built.read_text(encoding="utf-8"))
@@ -563,7 +563,7 @@ def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...]
     shutil.copytree((book / sphinx["config"]["locale_dirs"][0]).resolve(), locale)
     sphinx["config"]["locale_dirs"] = [str(locale)]
     ids = out / "_build" / "zh-heading-ids.json"
-    ids.write_text(json.dumps(english_heading_ids(out / "_build" / "html"), indent=1), encoding="utf-8")
+    ids.write_text(json.dumps(english_heading_ids(out / "_build" / "html", root), indent=1), encoding="utf-8")
     sphinx["config"]["course_site_heading_ids"] = str(ids)
     assets = fetch_assets.ensure_assets(out / "_build" / "site-assets", quiet=True)
     env = dict(os.environ, COURSE_LANGUAGE=LANGUAGE,
