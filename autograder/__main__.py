@@ -71,13 +71,24 @@ def _parser() -> argparse.ArgumentParser:
                        help="grade this learner again even if a result exists (repeatable)")
     grade.add_argument("--shard", metavar="I/N",
                        help="grade only shard I of N (learners split by a hash of their name), to share a "
-                            "batch between N machines; combine their --out folders with `merge`")
+                            "batch between N machines; combine their --out folders with `merge`. Default: "
+                            "from a Slurm job array (SLURM_ARRAY_TASK_ID, ..._COUNT or ..._MIN/MAX) or a "
+                            "Kubernetes Indexed Job (JOB_COMPLETION_INDEX and AUTOGRADER_SHARD_COUNT) when "
+                            "they are set, else the whole batch")
     _limit_options(grade)
     grade.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     grade.add_argument("--manual-scores", type=Path, metavar="FILE",
                        help="the instructor's hand-grading CSV (student, assignment, grade_id, points, comment), "
-                            "merged into grades.csv and the feedback on every run; never written")
+                            "merged into grades.csv and the feedback on every run; never written. Without it, "
+                            "DIR/hand-scores.csv (the review page's) and the last file given are merged anyway")
     _export_parser(commands)
+
+    review = commands.add_parser(
+        "review", help="grade written answers by hand, one question at a time across all learners",
+        description="Serve a local page that shows one hand-graded question at a time across every learner "
+                    "in DIR; the scores go to DIR/hand-scores.csv, which grade, merge and export read.")
+    review.add_argument("--out", required=True, type=Path, metavar="DIR", help="the folder `grade` wrote")
+    review.add_argument("--port", type=int, default=0, metavar="N", help="the local port (default: a free one)")
 
     nbgrader = commands.add_parser(
         "nbgrader", help="run nbgrader's own command line with the course's configuration",
@@ -90,11 +101,12 @@ def _parser() -> argparse.ArgumentParser:
         "merge", help="combine the output folders of shards graded on several machines",
         description="Copy the results and feedback of every SHARD_OUT folder (graded with --shard I/N) into "
                     "DIR and write DIR/grades.csv with every learner. Refuses shards that did not split "
-                    "one batch.")
+                    "one batch, and an incomplete set of shards (naming the missing ones).")
     merge.add_argument("shards", nargs="+", type=Path, metavar="SHARD_OUT")
     merge.add_argument("--out", required=True, type=Path, metavar="DIR", help="the combined output folder")
     merge.add_argument("--manual-scores", type=Path, metavar="FILE",
-                       help="the instructor's hand-grading CSV, merged into the combined grades.csv and feedback")
+                       help="the instructor's hand-grading CSV, merged into the combined grades.csv and feedback "
+                            "(DIR/hand-scores.csv and the last file given are merged anyway)")
 
     i18n = commands.add_parser(
         "i18n", help="the Chinese edition: catalogues, the zh/ book, checks",
@@ -129,9 +141,13 @@ def _export_parser(commands) -> None:
     export.add_argument("--format", choices=("canvas", "moodle", "plain"), default="plain")
     export.add_argument("--roster", type=Path, metavar="FILE",
                         help="Canvas gradebook export, Moodle grades/participants export or student,lms_id CSV")
-    export.add_argument("--manual-scores", type=Path, metavar="FILE", help="the instructor's hand-grading CSV")
-    export.add_argument("--late-policy", default="none", metavar="POLICY",
-                        help="none, zero or per-day:P[,grace:H] (P %% of the maximum per started day late)")
+    export.add_argument("--manual-scores", type=Path, metavar="FILE",
+                        help="the instructor's hand-grading CSV (DIR/hand-scores.csv and the last file given "
+                             "are merged anyway)")
+    export.add_argument("--late-policy", default=None, metavar="POLICY",
+                        help="none, zero or per-day:P[,grace:H] (P %% of the maximum per started day late); "
+                             "saved in DIR/late-policy.json for later runs and the feedback pages; default: "
+                             "the saved one, else none")
     export.add_argument("--due", metavar="DATETIME",
                         help="the deadline, ISO (UTC unless a zone is given); default: the LMS's late marks")
     export.add_argument("--missing", choices=("blank", "zero"), default="blank",
@@ -142,6 +158,9 @@ def _export_parser(commands) -> None:
     export.add_argument("--moodle-id", choices=("email", "idnumber"), default="email",
                         help="the identifier column of the Moodle file (default email)")
     export.add_argument("--output", type=Path, metavar="FILE", help="default DIR/export-<format>.csv")
+    export.add_argument("--omit-ungraded", action="store_true",
+                        help="leave learners without any grade out of a Canvas or Moodle file (Moodle imports an "
+                             "empty cell as 'no grade', clearing a grade entered there)")
 
 
 def _limit_options(parser: argparse.ArgumentParser) -> None:
@@ -239,9 +258,12 @@ def _release(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from autograder.batch import grade, parse_shard, summary_table
+    from autograder.batch import grade, parse_shard, shard_from_environment, summary_table
 
     shard = None if args.shard is None else parse_shard(args.shard)
+    if shard is None and (found := shard_from_environment()) is not None:
+        shard, where = found
+        print(f"grading shard {shard[0]}/{shard[1]} ({where}); combine the shards' --out folders with `merge`")
     _warn_isolation()
     results = grade(args.submissions, args.assignment, args.out, jobs=args.jobs, root=args.root,
                     limits=_limits(args), regrade=args.regrade, shard=shard, progress=not args.no_progress)
@@ -253,15 +275,19 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _grade_and_merge_manual_scores(args: argparse.Namespace) -> int:
-    """``grade``, then the manual scores merged into grades.csv and the feedback (autograder.manual);
-    a malformed manual-scores file is refused before grading starts."""
-    from autograder.manual import merge_manual_scores, read_manual_scores
+    """``grade``, then the hand scores (``--manual-scores``, else the last file given, and
+    ``hand-scores.csv``) merged into grades.csv and the feedback, with the grade at the top of every
+    page (:func:`autograder.batch.merge_hand_scores`); a malformed manual-scores file is refused
+    before grading starts."""
+    from autograder.batch import merge_hand_scores
+    from autograder.manual import read_manual_scores
 
     if args.manual_scores is not None:
         read_manual_scores(args.manual_scores)
     status = _grade(args)
-    if args.manual_scores is not None:
-        print(merge_manual_scores(args.out, args.manual_scores).summary(args.manual_scores))
+    summary = merge_hand_scores(args.out, args.manual_scores).summary(args.manual_scores)
+    if summary:
+        print(summary)
     return status
 
 
@@ -274,7 +300,8 @@ def _export(args: argparse.Namespace) -> int:
         raise UsageError("--column takes ASSIGNMENT=HEADER, e.g. --column '02-self-attention=Self-attention (4711)'")
     report = export(args.out, fmt=args.format, roster_path=args.roster, manual_path=args.manual_scores,
                     late_policy=args.late_policy, due=args.due, missing=args.missing, output=args.output,
-                    assignments=args.assignment, column_names=names, moodle_id=args.moodle_id)
+                    assignments=args.assignment, column_names=names, moodle_id=args.moodle_id,
+                    omit_ungraded=args.omit_ungraded)
     print("\n".join(report.lines()))
     return 1 if report.unmatched else 0
 
@@ -292,18 +319,24 @@ def _nbgrader(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from autograder.batch import merge_results, summary_table
-
-    from autograder.manual import merge_manual_scores, read_manual_scores
+    from autograder.batch import merge_hand_scores, merge_results, summary_table
+    from autograder.manual import read_manual_scores
 
     if args.manual_scores is not None:
         read_manual_scores(args.manual_scores)          # a malformed file is refused before anything is copied
-    results = merge_results(args.shards, args.out)
+    results = merge_results(args.shards, args.out, root=args.root)
     print(summary_table(results))
     print(f"merged {len(args.shards)} folders: {len(results)} results in {args.out / 'grades.csv'}")
-    if args.manual_scores is not None:
-        print(merge_manual_scores(args.out, args.manual_scores).summary(args.manual_scores))
+    summary = merge_hand_scores(args.out, args.manual_scores).summary(args.manual_scores)
+    if summary:
+        print(summary)
     return 0 if all(r.graded for r in results) else 1
+
+
+def _review(args: argparse.Namespace) -> int:
+    from autograder.review import serve
+
+    return serve(args.out, args.root, args.port)
 
 
 def _i18n(args: argparse.Namespace) -> int:
@@ -347,7 +380,10 @@ def _validate(args: argparse.Namespace) -> int:
     _validate_isolation_note()
     ok, lines = validate(args.notebook, args.assignment, root=args.root, limits=_limits(args))
     print("\n".join(lines))
-    print("all visible tests pass" if ok else "not ready: see above")
+    if ok:
+        print("all visible tests pass")
+    elif not (lines and lines[-1].startswith("all visible tests pass")):
+        print("not ready: see above")
     return 0 if ok else 1
 
 
@@ -360,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     args.root = args.root.resolve()
     handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade, "merge": _merge,
                 "nbgrader": _nbgrader, "i18n": _i18n, "validate": _validate, "release": _release}
-    handlers.update(grade=_grade_and_merge_manual_scores, export=_export)
+    handlers.update(grade=_grade_and_merge_manual_scores, export=_export, review=_review)
     try:
         return handlers[args.command](args)
     except GradingInterrupted as error:

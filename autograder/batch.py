@@ -29,7 +29,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from autograder.course import UsageError
-from autograder.grade_one import fingerprint, grade_submission
+from autograder.grade_one import fingerprint, grade_submission, write_status_page
 from autograder.mounts import kernel_library
 from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
 from autograder.notebooks import REPO_ROOT, clean_text
@@ -37,7 +37,7 @@ from autograder.plan import AssignmentPlan, PlanError, load_plan
 from autograder.results import (GradeResult, load_result, load_results, one_line, result_path, write_atomically,
                                 write_grades_csv)
 from autograder.sandbox import Limits
-from autograder.submissions import Catalogue, Submission, collect_submissions, extract_zip
+from autograder.submissions import Catalogue, Submission, collect_submissions, extract_zip, newest_attempts_first
 
 # Statuses that say the grader, not the submission, failed: such results get their row, and the
 # next run grades them again.
@@ -55,6 +55,103 @@ def parse_shard(text: str) -> tuple[int, int]:
         raise UsageError(f"--shard {text!r}: write it as I/N with 1 <= I <= N, e.g. --shard 2/3 for the "
                          "second of three machines")
     return int(match[1]), int(match[2])
+
+
+SHARD_RECORD = "shard.json"
+# Where a batch job engine says which task this is, when --shard is not given.
+SHARD_COUNT_VARIABLE = "AUTOGRADER_SHARD_COUNT"
+
+
+def shard_from_environment(environ=None) -> tuple[tuple[int, int], str] | None:
+    """``((i, N), where it came from)`` for a task of a Slurm job array or a Kubernetes Indexed Job,
+    or None when the environment names neither.
+
+    - Slurm (``sbatch --array=A-B[:S]``): ``SLURM_ARRAY_TASK_ID``, ``SLURM_ARRAY_TASK_MIN`` and
+      ``SLURM_ARRAY_TASK_STEP`` give ``i``; ``SLURM_ARRAY_TASK_COUNT`` (or ``MIN``/``MAX``/``STEP``)
+      gives ``N``. The array must be one range (``--array=0-7``, ``--array=1-8``, ``--array=0-14:2``).
+    - Kubernetes (``completionMode: Indexed``): ``JOB_COMPLETION_INDEX`` (0-based) gives ``i``; the
+      Job does not tell its pods its ``completions``, so ``N`` comes from
+      ``AUTOGRADER_SHARD_COUNT`` (set it to ``completions`` in the pod template).
+
+    Raises:
+        UsageError: a variable that is not a number, an index outside the count, a Kubernetes task
+            without ``AUTOGRADER_SHARD_COUNT``.
+    """
+    env = os.environ if environ is None else environ
+
+    def number(name: str) -> int | None:
+        value = env.get(name, "").strip()
+        if not value:
+            return None
+        if not value.isdigit():
+            raise UsageError(f"{name}={value!r} is not a whole number; pass --shard I/N instead")
+        return int(value)
+
+    if number("SLURM_ARRAY_TASK_ID") is not None:
+        task, low, high = number("SLURM_ARRAY_TASK_ID"), number("SLURM_ARRAY_TASK_MIN"), number("SLURM_ARRAY_TASK_MAX")
+        step = number("SLURM_ARRAY_TASK_STEP") or 1
+        low = 0 if low is None else low
+        count = number("SLURM_ARRAY_TASK_COUNT") or (None if high is None else (high - low) // step + 1)
+        if count is None or (task - low) % step:
+            raise UsageError(f"SLURM_ARRAY_TASK_ID={task}: cannot tell the shard (the array must be one range such "
+                             "as --array=1-8; otherwise pass --shard I/N)")
+        where = f"Slurm array task {task} of {low}-{low + (count - 1) * step}" + (f":{step}" if step > 1 else "")
+        shard = ((task - low) // step + 1, count)
+    elif number("JOB_COMPLETION_INDEX") is not None:
+        count = number(SHARD_COUNT_VARIABLE)
+        if not count:
+            raise UsageError(f"JOB_COMPLETION_INDEX is set (a Kubernetes Indexed Job) but {SHARD_COUNT_VARIABLE} is "
+                             "not: set it to the Job's completions in the pod template, or pass --shard I/N")
+        where = f"Kubernetes JOB_COMPLETION_INDEX={number('JOB_COMPLETION_INDEX')}, {SHARD_COUNT_VARIABLE}={count}"
+        shard = (number("JOB_COMPLETION_INDEX") + 1, count)
+    else:
+        return None
+    if not 1 <= shard[0] <= shard[1]:
+        raise UsageError(f"{where} gives shard {shard[0]} of {shard[1]}: the index is outside the count")
+    return shard, where
+
+
+def _record_shard(out_dir: Path, shard: tuple[int, int]) -> None:
+    """Note in ``<out>/shard.json`` which shard(s) of how many this folder holds, for :func:`merge_results`."""
+    try:
+        known = json.loads((out_dir / SHARD_RECORD).read_text(encoding="utf-8")).get("shards", [])
+    except (OSError, ValueError, AttributeError):
+        known = []
+    shards = sorted({tuple(s) for s in known if isinstance(s, list) and len(s) == 2} | {tuple(shard)})
+    write_atomically(out_dir / SHARD_RECORD, json.dumps({"shards": [list(s) for s in shards]}).encode("utf-8"))
+
+
+def _shards_in(folder: Path) -> set[tuple[int, int]]:
+    try:
+        data = json.loads((folder / SHARD_RECORD).read_text(encoding="utf-8"))
+        return {(int(i), int(n)) for i, n in data.get("shards", [])}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return set()
+
+
+def check_complete(shard_dirs: list[Path]) -> str:
+    """Refuse a set of shard folders that is not one whole batch; return a note about folders that
+    were not graded with ``--shard`` ("" when there is none).
+
+    Raises:
+        UsageError: shards of different counts, or missing shards (named, with the command to run).
+    """
+    found = {folder: _shards_in(folder) for folder in shard_dirs}
+    counts = {n for shards in found.values() for _, n in shards}
+    if len(counts) > 1:
+        raise UsageError("these folders hold shards of different counts ("
+                         + "; ".join(f"{f}: {', '.join(f'{i}/{n}' for i, n in sorted(s))}" for f, s in found.items() if s)
+                         + "): grade every shard with the same --shard I/N count")
+    plain = [str(f) for f, s in found.items() if not s]
+    if counts:
+        (count,) = counts
+        missing = sorted(set(range(1, count + 1)) - {i for s in found.values() for i, _ in s})
+        if missing:
+            raise UsageError(f"shard{'s' if len(missing) > 1 else ''} {', '.join(f'{i}/{count}' for i in missing)} "
+                             f"{'are' if len(missing) > 1 else 'is'} missing: give the --out folder of every shard "
+                             f"(grade the missing one{'s' if len(missing) > 1 else ''} with --shard "
+                             f"{missing[0]}/{count} first); merging part of a batch would leave learners out")
+    return (f"not graded with --shard, merged as they are: {', '.join(plain)}" if plain else "")
 
 
 def shard_of(learner: str, n_shards: int) -> int:
@@ -136,11 +233,13 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
         tmp = Path(tmp)
         if submissions.is_file() and zipfile.is_zipfile(submissions) and submissions.suffix != ".ipynb":
             submissions, _ = extract_zip(submissions, tmp / "zip")
-        found = collect_submissions(submissions, assignment, root=root)
+        found = newest_attempts_first(collect_submissions(submissions, assignment, root=root))
         _check_regrade(regrade, found)
         if shard is not None:
             found = [s for s in found if shard_of(s.learner, shard[1]) == shard[0]]
         out_dir.mkdir(parents=True, exist_ok=True)
+        if shard is not None:
+            _record_shard(out_dir, shard)
         catalogue = Catalogue(root)
         catalogue_ids = {a: catalogue.grade_ids(a) for a in catalogue.notebooks}
         plans: dict[str, AssignmentPlan | str] = {}
@@ -167,7 +266,10 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                 result = GradeResult(clean_text(submission.student), submission.assignment, submission.problem,
                                      lms_id=submission.lms_id, late=submission.late,
                                      submitted_at=submission.submitted_at,
-                                     fingerprint=fingerprint(submission, None), origin=clean_text(submission.origin))
+                                     fingerprint=fingerprint(submission, None), origin=clean_text(submission.origin),
+                                     files=submission.files, other_attempts=submission.other_attempts)
+                if not duplicate:                   # the learner's newest attempt: they get a page saying why
+                    write_status_page(out_dir, submission, result)
                 write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
                 results.append(result)
                 continue
@@ -175,6 +277,9 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
             if (previous is not None and previous.fingerprint == fingerprint(submission, plan)
                     and not previous.status.startswith(RETRY_PREFIXES)
                     and not {submission.student, submission.learner, clean_text(submission.learner)} & set(regrade)):
+                if (previous.files, previous.other_attempts) != (submission.files, submission.other_attempts):
+                    previous.files, previous.other_attempts = submission.files, submission.other_attempts
+                    write_atomically(path, json.dumps(asdict(previous), indent=1).encode("utf-8"))
                 results.append(previous)
                 continue
             pending.append((submission, plan, path))
@@ -190,7 +295,35 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                     f"interrupted: {len(saved)} finished result{'s' if len(saved) != 1 else ''} saved and "
                     f"listed in {out_dir / 'grades.csv'}; run the same command again to grade the rest") from None
     write_grades_csv(out_dir / "grades.csv", load_results(out_dir))
+    _after_grading(out_dir, root)
     return sorted(results, key=lambda r: (r.assignment, r.student))
+
+
+def _after_grading(out_dir: Path, root: Path) -> None:
+    """Keep the hand scores of ``<out>/hand-scores.csv`` (and of the last --manual-scores file) in
+    grades.csv and the feedback (autograder.manual), and write the similarity report
+    (autograder.similarity), which flags near-copies and changes no score."""
+    from autograder.similarity import similarity_report
+
+    merge_hand_scores(out_dir, None)
+    print(similarity_report(out_dir, root=root).summary())
+
+
+def merge_hand_scores(out_dir: Path, manual_path: Path | None):
+    """Merge the hand scores into grades.csv and the feedback pages (:func:`autograder.manual.merge_manual_scores`),
+    then write the grade each learner gets at the top of their pages: after hand grading and, when
+    an export saved a late policy in ``out_dir``, after its penalty (:func:`autograder.export.saved_lateness`).
+
+    Returns:
+        The :class:`autograder.manual.ManualMerge`.
+    """
+    from autograder.export import saved_lateness
+    from autograder.feedback import refresh_grade_headers
+    from autograder.manual import merge_manual_scores
+
+    merged = merge_manual_scores(out_dir, manual_path)
+    refresh_grade_headers(out_dir, merged.results, saved_lateness(out_dir))
+    return merged
 
 
 def _preflight(plans, workdir: Path, limits: Limits) -> None:
@@ -245,19 +378,22 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
     return results
 
 
-def merge_results(shard_dirs: list[Path | str], out_dir: Path | str) -> list[GradeResult]:
+def merge_results(shard_dirs: list[Path | str], out_dir: Path | str, *, root: Path = REPO_ROOT) -> list[GradeResult]:
     """Combine the ``--out`` folders of shards graded on several machines into ``out_dir``.
 
-    Copies each shard's ``results/`` and ``feedback/`` files into ``out_dir`` (the folder may be one of
+    Copies each shard's ``results/``, ``feedback/`` and ``answers/`` files into ``out_dir`` (the folder may be one of
     the shards, or hold an earlier merge) and rebuilds ``grades.csv`` from all results. A learner is
     graded by one shard only, so the same result file with different contents in two shards means
     the shards did not split one batch (e.g. different N): that is refused before anything is copied.
+    So is a set of shards that is not complete (each ``grade --shard`` notes its shard in
+    ``<out>/shard.json``; :func:`check_complete` names the missing ones).
 
     Returns:
         Every result in ``out_dir`` after the merge.
 
     Raises:
-        UsageError: a shard folder without ``results/``, ``out_dir`` a file, or conflicting results.
+        UsageError: a shard folder without ``results/``, ``out_dir`` a file, conflicting results, or
+            missing shards.
     """
     out_dir = Path(out_dir).resolve()
     if out_dir.exists() and not out_dir.is_dir():
@@ -266,8 +402,14 @@ def merge_results(shard_dirs: list[Path | str], out_dir: Path | str) -> list[Gra
     for shard in map(Path, shard_dirs):
         if not (shard / "results").is_dir():
             raise UsageError(f"{shard} has no results/ folder: give the --out folders the shards graded into")
+    folders = [Path(s) for s in shard_dirs]
+    into_shard = (out_dir / SHARD_RECORD).is_file() and out_dir not in {f.resolve() for f in folders}
+    note = check_complete(folders + ([out_dir] if into_shard else []))   # merging into a shard counts it too
+    if note:
+        print(f"note: {note}")
+    for shard in map(Path, shard_dirs):
         for path in sorted(p for p in shard.rglob("*") if p.is_file() and p.parts[len(shard.parts)] in
-                           ("results", "feedback") and not p.name.endswith(".tmp")):
+                           ("results", "feedback", "answers") and not p.name.endswith(".tmp")):
             name = path.relative_to(shard).as_posix()
             data = path.read_bytes()
             if name in sources and sources[name][1] != data:
@@ -278,8 +420,11 @@ def merge_results(shard_dirs: list[Path | str], out_dir: Path | str) -> list[Gra
         target = out_dir / name
         if shard.resolve() != out_dir:
             write_atomically(target, data)
+    for shard in set().union(*(_shards_in(f) for f in folders)):
+        _record_shard(out_dir, shard)                    # so that the merged folder can be merged again
     results = load_results(out_dir)
     write_grades_csv(out_dir / "grades.csv", results)
+    _after_grading(out_dir, root)
     return results
 
 

@@ -16,7 +16,9 @@ of three CSV formats:
     Moodle's "Import grades from CSV file" (Grade administration > Import > CSV file, as documented
     for Moodle 4.x, "Grade import"): one identifier column (``ID number`` or ``Email address``,
     which the instructor maps to "Identify user by"), the names for reading, and one grade column per
-    assignment, mapped to the grade item in the import form.
+    assignment, mapped to the grade item in the import form. Moodle imports an empty cell as "no
+    grade": it clears a grade already in the gradebook. ``omit_ungraded`` leaves rows without any
+    grade out of the file instead.
 ``plain``
     One row per learner: the score of each assignment, then every graded cell in notebook order,
     then per assignment the status, the submission time, the days late and the penalty.
@@ -41,12 +43,17 @@ How late a submission is: with ``--due`` (an ISO date-time; without a zone it is
 zip), in started days. Without ``--due``, or for a submission with no recorded time, the LMS's own
 late mark (Canvas' ``_LATE_``) counts as one started day late; grace cannot apply, as the LMS's mark
 carries no duration.
+
+An export with a late policy saves it in ``<out>/late-policy.json`` (:data:`LATE_RECORD`); the grade at
+the top of every feedback page then shows the late days and the penalty, and later ``grade``,
+``merge`` and ``export`` runs apply the same policy unless given another (:func:`saved_lateness`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -54,13 +61,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder.course import UsageError
-from autograder.results import GradeResult, cell_columns, load_results, write_atomically
+from autograder.feedback import refresh_grade_headers
 from autograder.manual import merge_manual_scores, squeeze_name
+from autograder.results import GradeResult, cell_columns, write_atomically
 
 FORMATS = ("canvas", "moodle", "plain")
 MISSING = "missing"
 DAY_S = 86400.0
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+LATE_RECORD = "late-policy.json"
 
 
 # --- Rosters --------------------------------------------------------------------------------------
@@ -370,6 +379,49 @@ def days_late(result: GradeResult, due: datetime | None, policy: LatePolicy) -> 
     return max(0, math.ceil(seconds / DAY_S)) if seconds > 0 else 0
 
 
+def describe_policy(policy: LatePolicy, due: datetime | None) -> str:
+    """The late policy in words, for feedback pages."""
+    what = {"none": "no penalty", "zero": "a late submission scores 0"}.get(
+        policy.kind, f"{policy.percent:g} % of the maximum off per started day late"
+        + (f" after {policy.grace_hours:g} hours of grace" if policy.grace_hours else ""))
+    return what + (f"; due {due.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}" if due else "")
+
+
+def save_late_policy(out_dir: Path, late_policy: str, due: str | None) -> None:
+    """Remember the late policy of an export in ``<out>/late-policy.json`` (see the module docstring)."""
+    write_atomically(Path(out_dir) / LATE_RECORD, json.dumps({"late_policy": late_policy, "due": due}).encode("utf-8"))
+
+
+def saved_policy(out_dir: Path) -> tuple[str, str | None] | None:
+    """``(late policy, due)`` saved by the last export with a late policy, or None."""
+    try:
+        data = json.loads((Path(out_dir) / LATE_RECORD).read_text(encoding="utf-8"))
+        return str(data["late_policy"]), data.get("due")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def lateness(policy: LatePolicy, due: datetime | None):
+    """``result -> (days late, points off, the policy in words)`` for :func:`autograder.feedback.refresh_grade_headers`."""
+    words = describe_policy(policy, due)
+
+    def late(result: GradeResult) -> tuple[int, float, str]:
+        days = days_late(result, due, policy)
+        return days, policy.penalty(result.score or 0.0, result.max_score or 0.0, days), words
+    return late
+
+
+def saved_lateness(out_dir: Path):
+    """:func:`lateness` of the policy saved in ``out_dir``, or None when no export saved one."""
+    saved = saved_policy(out_dir)
+    if saved is None:
+        return None
+    try:
+        return lateness(parse_late_policy(saved[0]), parse_due(saved[1]))
+    except UsageError:
+        return None
+
+
 # --- The export -----------------------------------------------------------------------------------
 
 
@@ -417,6 +469,28 @@ def _canvas_header(assignment: str, roster: Roster | None, names: dict[str, str]
         if squeeze_name(re.sub(r"\s*\(\d+\)\s*$", "", column)) == squeeze_name(assignment):
             return column
     return assignment
+
+
+def _canvas_column_warnings(assignments: list[str], roster: Roster | None, names: dict[str, str]) -> list[str]:
+    """Warn about every Canvas column that matches no assignment of the gradebook: Canvas would
+    import it as a new assignment. Says how to name it, with the roster's own columns."""
+    warnings = []
+    known = roster.columns if roster is not None and roster.kind == "canvas" else []
+    for assignment in assignments:
+        header = _canvas_header(assignment, roster, names)
+        if header in known:
+            continue
+        example = known[0] if known else "Self-attention (4711)"
+        if known:
+            where = (f"matches no assignment column of the roster ({', '.join(known[:6])}"
+                     f"{', ...' if len(known) > 6 else ''})")
+        else:
+            where = "cannot be checked: the roster is not Canvas' gradebook export"
+        if not re.search(r"\(\d+\)\s*$", header) or known:
+            warnings.append(f"the Canvas column {header!r} for {assignment} {where}; Canvas imports such a column as "
+                            f"a NEW assignment. Name the existing one with --column \"{assignment}={example}\" "
+                            "(the column's header in Canvas' gradebook export, with its id in parentheses)")
+    return warnings
 
 
 @dataclass
@@ -492,15 +566,19 @@ def _csv_bytes(rows: list[list[str]]) -> bytes:
 
 
 def _lms_rows(fmt: str, matching: Matching, roster: Roster | None, assignments: list[str],
-              grades, max_scores: dict[str, float], names: dict[str, str], moodle_id: str) -> list[list[str]]:
-    """The header and rows of the Canvas or Moodle import file."""
+              grades, max_scores: dict[str, float], names: dict[str, str], moodle_id: str,
+              omit_ungraded: bool = False) -> list[list[str]]:
+    """The header and rows of the Canvas or Moodle import file (rows without any grade left out with
+    ``omit_ungraded``)."""
     if fmt == "canvas":
         header = CANVAS_COLUMNS + [_canvas_header(a, roster, names) for a in assignments]
         rows = [header, ["Points Possible", "", "", "", ""] + [_number(max_scores.get(a)) for a in assignments]]
         for entry, learners in matching.rows:
             ids = entry.fields or {"Student": entry.name, "ID": entry.lms_id}
-            rows.append([ids.get(c, "") for c in CANVAS_COLUMNS]
-                        + [_number(grades(learners[0] if learners else None, a).score) for a in assignments])
+            scores = [_number(grades(learners[0] if learners else None, a).score) for a in assignments]
+            if omit_ungraded and not any(scores):
+                continue
+            rows.append([ids.get(c, "") for c in CANVAS_COLUMNS] + scores)
         return rows
     column = {"email": "Email address", "idnumber": "ID number"}[moodle_id]
     rows = [[column, "First name", "Last name"] + [names.get(a, a) for a in assignments]]
@@ -508,8 +586,10 @@ def _lms_rows(fmt: str, matching: Matching, roster: Roster | None, assignments: 
         first, last = entry.fields.get("First name", ""), entry.fields.get("Last name", "")
         if not (first or last):
             first = entry.name
-        rows.append([entry.fields.get(column, ""), first, last]
-                    + [_number(grades(learners[0] if learners else None, a).score) for a in assignments])
+        scores = [_number(grades(learners[0] if learners else None, a).score) for a in assignments]
+        if omit_ungraded and not any(scores):
+            continue
+        rows.append([entry.fields.get(column, ""), first, last] + scores)
     return rows
 
 
@@ -532,9 +612,10 @@ def _check_lms(fmt: str, roster: Roster | None, moodle_id: str) -> list[str]:
 
 
 def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str | None = None,
-           manual_path: Path | str | None = None, late_policy: str = "none", due: str | None = None,
+           manual_path: Path | str | None = None, late_policy: str | None = None, due: str | None = None,
            missing: str = "blank", output: Path | str | None = None, assignments: list[str] | None = None,
-           column_names: dict[str, str] | None = None, moodle_id: str = "email") -> ExportReport:
+           column_names: dict[str, str] | None = None, moodle_id: str = "email",
+           omit_ungraded: bool = False) -> ExportReport:
     """Write the grades of ``out_dir`` in an LMS's import format (see the module's docstring).
 
     Args:
@@ -543,13 +624,17 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
         roster_path: the class list (Canvas, Moodle or plain CSV); default: the learners with results.
         manual_path: the instructor's manual-scores file, merged first (also into ``grades.csv`` and
             the feedback pages).
-        late_policy: ``none``, ``zero`` or ``per-day:P[,grace:H]``.
+        late_policy: ``none``, ``zero`` or ``per-day:P[,grace:H]``; default: the policy (and due time)
+            the last export saved in ``out_dir``, else ``none``. A policy given is saved.
         due: the due date-time (ISO); default: the LMS's late marks decide.
         missing: ``blank`` or ``zero``: the grade of a roster learner without a submission.
         output: the file to write; default ``<out>/export-<fmt>.csv``.
         assignments: which assignments (default: all with results).
         column_names: assignment -> LMS column header (Canvas: ``Name (id)``; Moodle: the grade item).
         moodle_id: the identifier column of the Moodle file, ``email`` or ``idnumber``.
+        omit_ungraded: leave learners without any grade (missing, not graded, waiting for hand
+            grading) out of a Canvas or Moodle file, instead of an empty cell (which Moodle
+            imports as "no grade", clearing a grade entered there).
 
     Raises:
         UsageError: a bad option, folder or roster; :class:`autograder.manual.ManualScoresError` for
@@ -562,17 +647,22 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
         raise UsageError(f"--missing {missing!r}: choose blank or zero")
     if moodle_id not in ("email", "idnumber"):
         raise UsageError(f"--moodle-id {moodle_id!r}: choose email or idnumber")
-    policy, due_at = parse_late_policy(late_policy), parse_due(due)
+    saved = saved_policy(out_dir) if late_policy is None else None
+    if saved is not None:
+        late_policy, due = saved[0], due if due is not None else saved[1]
+    policy, due_at = parse_late_policy(late_policy or "none"), parse_due(due)
     if not (out_dir / "results").is_dir():
         raise UsageError(f"{out_dir} has no results/ folder: give the --out folder that `grade` wrote")
     roster = read_roster(roster_path) if roster_path else None
     warnings = _check_lms(fmt, roster, moodle_id)
-    manual_line = ""
-    if manual_path:
-        merged = merge_manual_scores(out_dir, manual_path)
-        results, manual_line = merged.results, merged.summary(manual_path)
-    else:
-        results = load_results(out_dir)
+    merged = merge_manual_scores(out_dir, manual_path)     # hand-scores.csv and the last file, by default
+    results, manual_line = merged.results, merged.summary(manual_path)
+    if saved is not None:
+        manual_line = "\n".join(filter(None, [manual_line, f"late policy: {late_policy}" + (f", due {due}" if due else "")
+                                              + f" (saved by an earlier export in {out_dir / LATE_RECORD})"]))
+    elif late_policy is not None:
+        save_late_policy(out_dir, late_policy, due)
+    refresh_grade_headers(out_dir, results, lateness(policy, due_at))
     chosen = _assignments(results, assignments)
     results = [r for r in results if r.assignment in chosen]
     learners = learners_of(results)
@@ -603,7 +693,17 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
         rows = _plain_rows([(e.name, e.lms_id, m[0] if m else None) for e, m in matching.rows], chosen, columns,
                            grades)
     else:
-        rows = _lms_rows(fmt, matching, roster, chosen, grades, max_scores, column_names or {}, moodle_id)
+        rows = _lms_rows(fmt, matching, roster, chosen, grades, max_scores, column_names or {}, moodle_id,
+                         omit_ungraded)
+        if fmt == "canvas":
+            warnings += _canvas_column_warnings(chosen, roster, column_names or {})
+        empty = sum(1 for _, m in matching.rows if not any(grades(m[0] if m else None, a).score is not None
+                                                          for a in chosen))
+        if fmt == "moodle" and empty and not omit_ungraded:
+            warnings.append(f"{empty} row(s) have no grade: Moodle imports an empty cell as \"no grade\", which "
+                            "clears a grade already entered in Moodle; pass --omit-ungraded to leave them out")
+        elif omit_ungraded and empty:
+            warnings.append(f"{empty} learner(s) without a grade were left out of the file (--omit-ungraded)")
     write_atomically(output, _csv_bytes(rows))
     unmatched_file = None
     if matching.unmatched:

@@ -15,11 +15,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from autograder.answers import save_answers
 from autograder.mounts import kernel_library
 from autograder.notebooks import NotebookError, clean_text, read_notebook
 from autograder.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
 from autograder.policy import enforce
-from autograder.results import GRADED, GradeResult, one_line, path_name, write_atomically
+from autograder.results import GRADED, GradeResult, feedback_folder, one_line, write_atomically
 from autograder.sandbox import Limits
 from autograder.submissions import Submission
 
@@ -126,14 +127,15 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         catalogue_ids: every assignment's grade ids, to name the assignment of a wrong notebook.
         referee: the :class:`autograder.referee.RefereeProcess` of this job slot.
     """
-    from autograder.feedback import render_feedback
+    from autograder.feedback import render_feedback, submitted_outputs
     from autograder.referee import RefereeError
     from autograder.runner import KernelStopped, SandboxedKernel
 
     start = time.perf_counter()
     result = GradeResult(clean_text(submission.student), submission.assignment, status="",
                          lms_id=submission.lms_id, late=submission.late, submitted_at=submission.submitted_at,
-                         fingerprint=fingerprint(submission, plan), origin=clean_text(submission.origin))
+                         fingerprint=fingerprint(submission, plan), origin=clean_text(submission.origin),
+                         files=submission.files, other_attempts=submission.other_attempts)
     try:
         learner = {}
         for name, file in sorted(submission.notebooks.items()):
@@ -187,19 +189,50 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
             pages[name] = render_feedback(student=clean_text(submission.learner), assignment=plan.name,
                                           notebook=name,
                                           cells=assembly.cells, outcomes=outcomes, scores=scores,
-                                          notes=assembly.notes, hidden=nb_plan.hidden_lines)
-        folder = Path(out_dir) / "feedback" / path_name(submission.learner) / path_name(plan.name)
-        for name, page in pages.items():
-            write_atomically(folder / f"{name}.html", page.encode("utf-8"))
-            result.feedback.append((folder / f"{name}.html").relative_to(out_dir).as_posix())
+                                          notes=assembly.notes, hidden=nb_plan.hidden_lines,
+                                          submitted=submitted_outputs(learner.get(name), assembly.cells),
+                                          course_sources={c.key: c.source for c in nb_plan.cells},
+                                          attempt=submission.described(), other_attempts=submission.other_attempts)
+        result.feedback = write_pages(out_dir, submission, {f"{name}.html": page for name, page in pages.items()})
         result.score = sum(v for v in result.cells.values() if v is not None)
         result.max_score = sum(result.cell_max_scores.values())
+        # the answers as graded, for hand grading by question and the similarity report
+        save_answers(out_dir, submission.learner, plan.name, assemblies, result.fingerprint)
         result.status = GRADED
     except Exception as error:  # the batch must survive anything one submission does
         result.status = f"internal error: {type(error).__name__}: {one_line(str(error))}"
     finally:
         result.seconds = time.perf_counter() - start
+        if not result.graded:
+            write_status_page(out_dir, submission, result)
     return result
+
+
+def write_pages(out_dir: Path, submission: Submission, pages: dict[str, str]) -> list[str]:
+    """Write one submission's feedback pages into its folder (:func:`autograder.results.feedback_folder`),
+    remove pages an earlier run left there (a notebook since renamed, a "not graded" page) and
+    return the pages' paths relative to ``out_dir``."""
+    folder = feedback_folder(out_dir, submission.learner, submission.assignment)
+    for name, page in pages.items():
+        write_atomically(folder / name, page.encode("utf-8"))
+    for stale in folder.glob("*.html"):
+        if stale.name not in pages:
+            stale.unlink(missing_ok=True)
+    return [(folder / name).relative_to(out_dir).as_posix() for name in pages]
+
+
+def write_status_page(out_dir: Path, submission: Submission, result: GradeResult) -> None:
+    """Give a submission that could not be graded a feedback page that says why and what to submit
+    again (``not-graded.html``), and list it in ``result.feedback``; never raises."""
+    from autograder.feedback import status_page
+
+    try:
+        page = status_page(student=clean_text(submission.learner), assignment=submission.assignment,
+                           status=result.status, attempt=submission.described(),
+                           other_attempts=submission.other_attempts)
+        result.feedback = write_pages(out_dir, submission, {"not-graded.html": page})
+    except Exception:                           # a page is a courtesy; the row says the same
+        result.feedback = []
 
 
 def _notebook_grade_ids(nb) -> set[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 GRADED = "graded"
 CSV_COLUMNS = ["student", "lms_id", "assignment", "score", "max_score", "status", "needs_manual_grade",
-               "flags", "seconds", "late", "submitted_at"]
+               "flags", "seconds", "late", "submitted_at", "file", "other_attempts"]
 
 
 def learner_key(student: str, lms_id: str) -> str:
@@ -50,6 +50,9 @@ class GradeResult:
         lms_id: the learner's id in the LMS export, or "".
         late: whether the LMS marked the submission late (see :attr:`autograder.submissions.Submission.late`).
         submitted_at: when it was submitted, ISO 8601 in UTC, or "" (see :attr:`autograder.submissions.Submission.submitted_at`).
+        files: the notebook files graded (their names, as submitted).
+        other_attempts: the learner's other attempts at this assignment, not graded
+            (:func:`autograder.submissions.newest_attempts_first`).
     """
 
     student: str
@@ -70,6 +73,8 @@ class GradeResult:
     lms_id: str = ""
     late: bool = False
     submitted_at: str = ""
+    files: list[str] = field(default_factory=list)
+    other_attempts: list[str] = field(default_factory=list)
 
     @property
     def graded(self) -> bool:
@@ -127,6 +132,40 @@ def path_name(name: str) -> str:
         digest = hashlib.sha256("".join(parts).encode("utf-8")).hexdigest()[:16]
         encoded = encoded.encode("utf-8")[:_MAX_PATH_NAME - 20].decode("utf-8", "ignore") + "~" + digest
     return encoded
+
+
+def url_safe_name(name: str) -> str:
+    """One path component for a feedback folder that survives a URL, a ``file://`` link, a zip and an
+    LMS's bulk upload, and that no two names share.
+
+    ASCII letters, digits, ``.`` and ``-`` stay; a space becomes ``_``; every other character
+    (``_``, ``#``, ``%``, ``~``, non-ASCII letters, bytes that are not UTF-8) becomes ``~XX`` per byte
+    of its UTF-8 form; a leading ``.`` is encoded too. Long names are cut as in :func:`path_name`.
+
+    Example:
+        >>> url_safe_name("Jane Smith #4711"), url_safe_name("smith_jane")
+        ('Jane_Smith_~234711', 'smith~5Fjane')
+    """
+    parts = []
+    for index, character in enumerate(name):
+        if character == " ":
+            parts.append("_")
+        elif (character.isascii() and (character.isalnum() or character in ".-")
+              and not (index == 0 and character == ".")):
+            parts.append(character)
+        else:
+            parts.append("".join(f"~{b:02X}" for b in _character_bytes(character)))
+    encoded = "".join(parts) or "~"
+    if len(encoded) > _MAX_PATH_NAME:
+        digest = hashlib.sha256(encoded.encode("ascii")).hexdigest()[:16]
+        encoded = encoded[:_MAX_PATH_NAME - 20] + "-" + digest
+    return encoded
+
+
+def feedback_folder(out_dir: Path, learner: str, assignment: str) -> Path:
+    """Where a learner's feedback pages for one assignment go: ``<out>/feedback/<learner>/<assignment>/``,
+    both names made safe for URLs (:func:`url_safe_name`)."""
+    return Path(out_dir) / "feedback" / url_safe_name(learner) / url_safe_name(assignment or "unknown-assignment")
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -208,7 +247,8 @@ def write_grades_csv(path: Path, results: list[GradeResult]) -> None:
 
     Cell columns are named ``<notebook>:<grade_id>`` and come in notebook order (:func:`cell_columns`);
     a cell left to a human grader is empty. ``late`` is ``yes`` when the LMS marked the submission
-    late; ``submitted_at`` is its time in UTC.
+    late; ``submitted_at`` is its time in UTC; ``file`` the notebook files graded and ``other_attempts``
+    the learner's other attempts, which were not graded.
     """
     columns = cell_columns(results)
     buffer = io.StringIO(newline="")
@@ -217,6 +257,7 @@ def write_grades_csv(path: Path, results: list[GradeResult]) -> None:
     for r in results:
         writer.writerow([r.student, r.lms_id, r.assignment, _number(r.score), _number(r.max_score),
                          one_line(r.status), "yes" if r.needs_manual_grade else "no",
-                         "; ".join(r.flags), f"{r.seconds:.1f}", "yes" if r.late else "no", r.submitted_at]
+                         "; ".join(r.flags), f"{r.seconds:.1f}", "yes" if r.late else "no", r.submitted_at,
+                         "; ".join(r.files), "; ".join(r.other_attempts)]
                         + [_number(r.cells.get(key)) for key in columns])
     write_atomically(Path(path), buffer.getvalue().encode("utf-8"))

@@ -17,7 +17,7 @@ import re
 import stat
 import time
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,6 +30,10 @@ ZIP_MAX_BYTES = 2 * 1024 ** 3
 ZIP_MAX_FILES = 20_000
 _CANVAS_NAME = re.compile(r"^(?P<student>[^_]+)_(?P<late>LATE_)?(?P<id>\d+)_\d+_(?P<file>.+)$")
 _MOODLE_FOLDER = re.compile(r"^(?P<student>.+?)_(?P<id>\d+)_assignsubmission_\w+?_?$")
+# Canvas names a resubmission of `name.ipynb` `name-1.ipynb`, then `name-2.ipynb`, ...
+_RESUBMISSION = re.compile(r"^(?P<stem>.+?)-(?P<n>\d{1,4})$")
+# The zip extra field of Info-ZIP's "extended timestamp": the modification time in UTC seconds.
+_ZIP_UTC_TIME = 0x5455
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Submission:
             ``origin`` and the notebooks' names when not given.
         submitted_at: when it was submitted: the newest submitted file's modification time, in UTC
             (ISO 8601), or "" when there is no file; told from the files when not given.
+        other_attempts: the learner's other files for this assignment that are not graded (older
+            attempts, see :func:`newest_attempts_first`), as ``"<file> (submitted <time>)"``.
     """
 
     student: str
@@ -58,6 +64,7 @@ class Submission:
     lms_id: str = ""
     late: bool = False
     submitted_at: str = ""
+    other_attempts: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         files = [Path(self.origin), *map(Path, self.notebooks.values())]
@@ -70,6 +77,75 @@ class Submission:
         """Who this is, uniquely: the name, plus the LMS id when there is one (two learners with
         the same name and different ids stay two learners)."""
         return learner_key(self.student, self.lms_id)
+
+    @property
+    def attempt(self) -> int:
+        """The LMS's resubmission number of the files (``name-2.ipynb``: 2; ``name.ipynb``: 0)."""
+        files = list(map(Path, self.notebooks.values())) or [Path(self.origin)]
+        return max(attempt_of(lms_file_stem(f.stem if f.suffix == ".ipynb" else f.name))[1] for f in files)
+
+    @property
+    def files(self) -> list[str]:
+        """The submitted notebook files' names (the origin's when none was found), for messages."""
+        return [clean_text(f.name) for _, f in sorted(self.notebooks.items())] or [clean_text(Path(self.origin).name)]
+
+    def described(self) -> str:
+        """``"<files> (submitted <time>)"``, for rows and feedback."""
+        return ", ".join(self.files) + (f" (submitted {readable_time(self.submitted_at)})" if self.submitted_at else "")
+
+
+def readable_time(iso: str) -> str:
+    """An ISO 8601 time in UTC as ``2025-03-14 21:03:05 UTC`` ("" stays "")."""
+    try:
+        return datetime.fromisoformat(iso).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except ValueError:
+        return iso
+
+
+def attempt_of(stem: str, names: list[str] | tuple[str, ...] | None = None) -> tuple[str, int]:
+    """``(notebook name, attempt)`` of a submitted file's stem (LMS prefix removed): Canvas names a
+    resubmission ``name-1``, ``name-2``, ...; the first submission, ``name``, is attempt 0. With
+    ``names`` (the assignment's notebooks), a stem that is itself a notebook name is never split.
+
+    Example:
+        >>> attempt_of("self_attention-2"), attempt_of("self_attention")
+        (('self_attention', 2), ('self_attention', 0))
+    """
+    match = _RESUBMISSION.match(stem)
+    if not match or (names is not None and (stem in names or match["stem"] not in names)):
+        return stem, 0
+    return match["stem"], int(match["n"])
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return os.lstat(path).st_mtime
+    except (OSError, ValueError):
+        return 0.0
+
+
+def newest_attempts_first(found: list[Submission]) -> list[Submission]:
+    """``found`` with each learner's submissions of one assignment ordered newest first, the groups
+    in the order they were found; the newest counts, the others are its older attempts.
+
+    Newest means the latest submission time (:attr:`Submission.submitted_at`, the LMS zip's entry
+    time), then the highest LMS resubmission number (``name-2.ipynb`` after ``name-1.ipynb`` after
+    ``name.ipynb``), then the file name. The newest gets the others in its ``other_attempts``; each
+    older one gets a ``problem`` naming the attempt that is graded instead, so it keeps a row.
+    """
+    groups: dict[tuple[str, str], list[Submission]] = {}
+    for submission in found:
+        groups.setdefault((submission.learner, submission.assignment or f"?{id(submission)}"), []).append(submission)
+    ordered = []
+    for group in groups.values():
+        group.sort(key=lambda s: (s.submitted_at, s.attempt, s.files), reverse=True)
+        newest, older = group[0], group[1:]
+        for submission in older:
+            newest.other_attempts.append(submission.described())
+            submission.problem = (f"an older attempt, not graded: the newest attempt of {clean_text(newest.learner)}, "
+                                  f"{newest.described()}, is graded")
+        ordered += group
+    return ordered
 
 
 def _visible(path: Path) -> bool:
@@ -152,7 +228,7 @@ class Catalogue:
     def guess(self, file: Path) -> str:
         """The assignment a loose notebook belongs to, by its name, else by its grade ids; "" if unknown."""
         stem = lms_file_stem(file.stem)
-        by_name = [a for a, names in self.notebooks.items() if stem in names]
+        by_name = [a for a, names in self.notebooks.items() if attempt_of(stem, names)[0] in names]
         if len(by_name) == 1:
             return by_name[0]
         return self.guess_by_ids(file_grade_ids(file))
@@ -167,7 +243,16 @@ class Catalogue:
     def match(self, who: tuple[str, str], assignment: str, files: list[Path], origin: Path) -> Submission:
         """Pair submitted files with the assignment's notebooks; ``who`` is (name, LMS id)."""
         expected = self.notebooks[assignment]
-        found = {lms_file_stem(f.stem): f for f in files if lms_file_stem(f.stem) in expected}
+        tries: dict[str, list[tuple[float, int, str, Path]]] = {}
+        for f in files:
+            name, attempt = attempt_of(lms_file_stem(f.stem), expected)
+            if name in expected:
+                tries.setdefault(name, []).append((_mtime(f), attempt, f.name, f))
+        found, older = {}, []
+        for name, attempts in sorted(tries.items()):      # the newest attempt of each notebook counts
+            attempts.sort(reverse=True)
+            found[name] = attempts[0][3]
+            older += [f for *_, f in attempts[1:]]
         if not found and len(expected) == 1 and len(files) == 1:
             found = {expected[0]: files[0]}  # e.g. an LMS renamed `self_attention.ipynb`
         problem = None
@@ -176,7 +261,9 @@ class Catalogue:
             others = _other_files(origin) if origin.is_dir() else []
             got = ", ".join([clean_text(f.name) for f in files] + others) or "nothing"
             problem = f"no notebook of {assignment} found (expected {wanted}; found {got})"
-        return Submission(who[0], assignment, found, origin, problem, lms_id=who[1])
+        return Submission(who[0], assignment, found, origin, problem, lms_id=who[1],
+                          other_attempts=[f"{clean_text(f.name)} (submitted {readable_time(_submitted_at([f]))})"
+                                          for f in older])
 
 
 _MAX_COMPONENT_BYTES = 200
@@ -244,14 +331,36 @@ def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BY
     return destination, skipped
 
 
-def _keep_zip_time(target: Path, info: zipfile.ZipInfo) -> None:
-    """Give an extracted file the time its zip entry records (local time, as zip stores it), so that
-    :attr:`Submission.submitted_at` is the LMS's time, not the extraction's; a bad time is left alone."""
+def zip_entry_time(info: zipfile.ZipInfo) -> float | None:
+    """When a zip entry was last modified, as a POSIX time; None if it records no usable time.
+
+    A zip entry's own date and time carry no time zone: they are read in this machine's local time
+    zone (``TZ``; set ``TZ`` to the LMS server's zone when it differs). When the entry also has an
+    "extended timestamp" extra field (0x5455, written by Info-ZIP and many tools), its modification
+    time is in UTC seconds and is used instead.
+    """
+    extra, at = info.extra, 0
+    while at + 4 <= len(extra):
+        kind, size = int.from_bytes(extra[at:at + 2], "little"), int.from_bytes(extra[at + 2:at + 4], "little")
+        body = extra[at + 4:at + 4 + size]
+        if kind == _ZIP_UTC_TIME and len(body) >= 5 and body[0] & 1:
+            return float(int.from_bytes(body[1:5], "little", signed=True))
+        at += 4 + size
     try:
-        stamp = time.mktime(info.date_time + (0, 0, -1))
-        os.utime(target, (stamp, stamp))
-    except (OverflowError, ValueError, OSError):
-        pass
+        return time.mktime(info.date_time + (0, 0, -1))
+    except (OverflowError, ValueError):
+        return None
+
+
+def _keep_zip_time(target: Path, info: zipfile.ZipInfo) -> None:
+    """Give an extracted file the time its zip entry records (:func:`zip_entry_time`), so that
+    :attr:`Submission.submitted_at` is the LMS's time, not the extraction's; a bad time is left alone."""
+    stamp = zip_entry_time(info)
+    if stamp is not None:
+        try:
+            os.utime(target, (stamp, stamp))
+        except (OverflowError, ValueError, OSError):
+            pass
 
 
 def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_ROOT) -> list[Submission]:

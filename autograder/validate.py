@@ -199,4 +199,24 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
         passed &= ok
         lines.append(f"{'passed' if ok else 'FAILED'}  {cell.key}"
                      + ("" if ok else f": {one_line(outcome.reason if outcome else 'not run', 500)}"))
+    if passed and assembly.notes:
+        lines.append(_repaired_but_passing(len(assembly.notes), name, nb_plan.name, Path(root)))
     return passed and not assembly.notes, lines
+
+
+def _repaired_but_passing(repairs: int, assignment: str, notebook: str, root: Path) -> str:
+    """The verdict when every visible test passes on the course's current cells but the notebook's own
+    copies differ (an exercise downloaded before a course update, or edited): say so plainly, and
+    what to download to see the cells grading uses."""
+    relative = f"exercises/{assignment}/{notebook}.ipynb"
+    try:
+        from autograder.notebooks import colab_url
+
+        where = f"{relative} of the course repository, or open {colab_url(relative, root)}"
+    except Exception:                                  # no _config.yml (an installed package): name the file
+        where = f"{relative} from the course's page, where you got the exercise"
+    return (f"all visible tests pass on the course's current cells. Your notebook differs from them in {repairs} "
+            f"place{'s' if repairs != 1 else ''} (the notes above: usually test cells from an older release of the "
+            "exercise); grading uses the current cells, exactly as checked here, so you may submit as it is. To "
+            f"see the current cells yourself, download the current exercise ({where}) and copy your answers "
+            "into it.")

@@ -90,7 +90,7 @@ def test_grades_csv_columns_follow_the_notebook_order_not_the_alphabet(tmp_path)
     other = result("ann", assignment="00-z", maxima={"z:test_z": 1.0})
     write_grades_csv(tmp_path / "grades.csv", [first, later, other])
     header = next(csv.reader(open(tmp_path / "grades.csv", encoding="utf-8")))
-    assert header[header.index("submitted_at") + 1:] == ["z:test_z", "nb:q_intro", "nb:test_b", "nb:manual_essay",
+    assert header[header.index("other_attempts") + 1:] == ["z:test_z", "nb:q_intro", "nb:test_b", "nb:manual_essay",
                                                          "nb:test_a"]
     assert "late" in header
 
