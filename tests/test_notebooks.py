@@ -88,10 +88,57 @@ def round_trip(request, tmp_path_factory):
             target.write_text(_with_answers(notebook, ROOT / "solutions" / assignment / notebook.name),
                               encoding="utf-8")
         results = grade(work / "submissions", assignment, work / "out", root=ROOT, progress=False)
-        return {r.student: dataclasses.asdict(r) for r in results}
+        hand = _grade_by_hand(work / "out")
+        return {r.student: {**dataclasses.asdict(r), **hand.get(r.student, {})} for r in results}
 
     return {student: SimpleNamespace(**fields)
             for student, fields in run_once(tmp_path_factory, f"round-trip-{assignment}", run).items()}
+
+
+def _grade_by_hand(out: Path) -> dict[str, dict]:
+    """Grade the written answers as an instructor on the review page would: full points for an answer,
+    0 for a cell left as released; then merge. Returns, per learner, the hand-graded cells, which of
+    them were blank, and the score and ``needs_manual_grade`` after the merge."""
+    from autograder.manual import HandScore, merge_manual_scores, write_hand_scores
+    from autograder.review import load_questions
+
+    questions = load_questions(out, ROOT)
+    scores = {(e.learner, q.assignment, q.key): HandScore(0.0 if e.blank else q.max_points, "", e.digest)
+              for q in questions for e in q.entries}
+    write_hand_scores(out, scores)
+    merged = {r.learner: r for r in merge_manual_scores(out, None).results}
+    found: dict[str, dict] = {}
+    for q in questions:
+        for e in q.entries:
+            mine = found.setdefault(e.learner, {"hand_graded": [], "blank_answers": [], "unstored": []})
+            mine["hand_graded"].append(q.key)
+            mine["blank_answers"] += [q.key] if e.blank else []
+            mine["unstored"] += [q.key] if e.answer is None else []
+    for learner, mine in found.items():
+        mine.update(score_after_hand_grading=merged[learner].score,
+                    waiting_after_hand_grading=merged[learner].needs_manual_grade)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_trip", ASSIGNMENTS, indirect=True)
+@pytest.mark.parametrize("student", ["solution", "zh-solution"])
+def test_solution_gets_full_marks_once_its_written_answers_are_graded(round_trip, student):
+    result = round_trip[student]
+    assert getattr(result, "hand_graded", None), "the assignment has no written answer graded by hand"
+    assert not result.unstored, f"the grader stored no answer for {result.unstored}"
+    assert not result.blank_answers, f"the model answers of {result.blank_answers} look blank"
+    assert not result.waiting_after_hand_grading
+    assert result.score_after_hand_grading == result.max_score
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("round_trip", ASSIGNMENTS, indirect=True)
+@pytest.mark.parametrize("student", ["blank", "zh-blank"])
+def test_blank_exercise_is_zero_after_hand_grading(round_trip, student):
+    result = round_trip[student]
+    assert sorted(result.blank_answers) == sorted(result.hand_graded), "an untouched answer cell counts as blank"
+    assert result.score_after_hand_grading == 0 and not result.waiting_after_hand_grading
 
 
 @pytest.mark.slow
