@@ -49,6 +49,11 @@ def test_the_solution_runs_end_to_end_and_the_model_learns(tmp_path):
     assert abs(losses[0] - math.log(65)) < 0.3, losses
     assert losses[-1] < losses[0] - 1.0, losses            # and 100 small steps already learn the letter frequencies
     assert "tokens/s with your cache" in printed
+    # A saved notebook shows a progress bar as it was first drawn (0%, on GitHub or in the book): none here.
+    bars = [c.get("id") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+            or (o.get("name") == "stderr" and "%|" in o.get("text", ""))]
+    assert not bars, f"cells {bars} show a progress bar; print progress lines instead"
 
 
 # (cell, wrong code replacing right code, words the failing test's message must contain)
