@@ -368,10 +368,35 @@ def math_phrases(text: str) -> list[str]:
     return list(found)
 
 
+def _strip_fenced(text: str, hole: str) -> str:
+    """``text`` with each fenced code block (not a directive such as ``{admonition}``) replaced by
+    ``hole``, read line by line as :func:`blocks` does, so that a directive's closing fence is not
+    taken for the opening of a code block."""
+    out, closing, directives = [], None, []
+    for line in text.split("\n"):
+        fence = _FENCE.match(line)
+        if closing is not None:
+            if fence and fence.group(2).startswith(closing) and not fence.group(3).strip():
+                closing = None
+                out.append(hole)
+            continue
+        info = fence.group(3).strip() if fence else ""
+        if fence and not info and directives and fence.group(2).startswith(directives[-1]):
+            directives.pop()
+        elif fence and (not info.startswith("{") or info.startswith(("{code", "{math}"))):
+            closing = fence.group(2)
+            continue
+        elif fence:
+            directives.append(fence.group(2))
+        out.append(line)
+    return "\n".join(out)
+
+
 def _strip_code(text: str, hole: str = " ") -> str:
     """``text`` without fenced code blocks (not directives) and inline code (each replaced by ``hole``)."""
-    text = re.sub(r"(`{3,}|~{3,})(?![ \t]*\{(?!code|math))[^\n]*\n.*?\1", hole, text, flags=re.DOTALL)
-    return _INLINE_CODE.sub(hole, text)
+    text = _strip_fenced(text, hole)
+    # Inline code may wrap onto a second line of its paragraph.
+    return re.sub(r"(?<![`}])`(?:[^`\n]|\n(?![ \t]*\n))+`(?!`)", hole, text)
 
 
 def translate_math(text: str, table: dict[str, str]) -> str:
@@ -851,12 +876,16 @@ def visible_prose(markdown: str) -> str:
     """The words of a Markdown text a reader sees as prose: without code (fenced and inline), math,
     link targets and addresses, directive and label lines, role names, HTML tags and comments.
     A role's text stays (``{term}`掩码 <mask>``` -> ``掩码``)."""
-    text = _strip_code(markdown, HOLE)
+    # A glossary entry's first line is the English term the chapters link to: it stays English.
+    text = re.sub(r"(?ms)^(\s*(`{3,}|:{3,})\{glossary\}[^\n]*\n)(.*?)^(\s*\2\s*)$",
+                  lambda m: m.group(1) + re.sub(r"(?m)^(?![ \t]|:)\S.*$", " ", m.group(3)) + m.group(4), markdown)
+    text = re.sub(r"\{cite(?::\w+)?\}`[^`]*`", HOLE, text)                 # citations are keys
+    text = re.sub(r"\{[\w:-]+\}`([^`<]*?)\s*(?:<[^>`]*>)?`", r"\1", text)  # other roles keep their text
+    text = _strip_code(text, HOLE)
     text = _DISPLAY_MATH.sub(HOLE, text)
     text = _INLINE_MATH.sub(HOLE, text)
     text = re.sub(r"(?m)^\s*(`{3,}|:{3,})\{[^}]*\}", " ", text)          # directive names (titles stay)
     text = re.sub(r"(?m)^\s*:[\w-]+:.*$|^\s*(`{3,}|:{3,})\s*$|^\s*\([\w-]+\)=\s*$", " ", text)
-    text = re.sub(r"\{[\w:-]+\}`([^`<]*?)\s*(?:<[^>`]*>)?`", r"\1", text)  # roles keep their text
     text = re.sub(r"!\[[^\]]*\]\([^)]*\)", " ", text)                       # images (the Colab badge)
     text = re.sub(r"\]\([^)]*\)", "]", text)
     text = re.sub(r"https?://\S+|<!--.*?-->|<[^>]+>", " ", text, flags=re.DOTALL)
@@ -892,7 +921,7 @@ _TYPESETTING = [
     (re.compile(r"\d\s+%"), "a space before % (46%)"),
     (re.compile(r"[“‘]\s|\s[”’]"), "a space inside quotation marks"),
     (re.compile(rf"[\u4e00-\u9fff]\s*->|->\s*[\u4e00-\u9fff]"), "ASCII -> in Chinese text (use →)"),
-    (re.compile(rf"(?<![*\w])\*[^*\s][^*]*[\u4e00-\u9fff][^*]*\*(?!\*)|(?<![\w_])_[^_\s][^_]*[\u4e00-\u9fff][^_]*_(?![\w_])"),
+    (re.compile(rf"(?<![*\w”’.)）])\*[^*\s][^*]*[\u4e00-\u9fff][^*]*\*(?!\*)|(?<![\w_])_[^_\s][^_]*[\u4e00-\u9fff][^_]*_(?![\w_])"),
      "italics on Chinese characters (use bold or nothing)"),
 ]
 
@@ -964,5 +993,7 @@ def reader_problems(root: Path = REPO_ROOT) -> list[str]:
         where = path.relative_to(root).as_posix()
         found += [f"{where}: English left: {run!r}" for run in english_runs(prose, terms["keep"])]
         found += [f"{where}: {problem}" for problem in typesetting_problems(prose)]
-        found += [f"{where}: {problem}" for problem in term_problems(prose, terms["terms"])]
+        # The glossary gives every term's English on the line above its entry: no parentheses needed.
+        listed = [dict(t, gloss=False) for t in terms["terms"]] if page.docname == "book/glossary" else terms["terms"]
+        found += [f"{where}: {problem}" for problem in term_problems(prose, listed)]
     return found
