@@ -38,10 +38,12 @@ from __future__ import annotations
 import ast
 import builtins
 import csv
+import functools
 import html
 import io
 import keyword
 import re
+import textwrap
 import time
 import tokenize
 import zlib
@@ -218,6 +220,13 @@ class Work:
         return {(cell, h) for cell, found in self.prints.items() for h in found}
 
 
+@functools.lru_cache(maxsize=1024)
+def _template_fingerprints(template: str) -> frozenset[int]:
+    """The fingerprints of a released cell, its own names renamed (the signature's names are the
+    learner's too), computed once per template."""
+    return frozenset(cell_fingerprints(template, chosen_names([template])))
+
+
 def fingerprint_work(owner: str, cells: dict[str, str], templates: dict[str, str]) -> Work:
     """Fingerprint a learner's ``cells`` (cell key -> source), less the fingerprints of the released
     ``templates`` (cell key -> the stub learners got)."""
@@ -227,7 +236,7 @@ def fingerprint_work(owner: str, cells: dict[str, str], templates: dict[str, str
         found = cell_fingerprints(source, chosen)
         template = templates.get(key)
         if template:
-            for h in cell_fingerprints(template, chosen):
+            for h in _template_fingerprints(template):
                 found.pop(h, None)
         work.prints[key] = found
     return work
@@ -338,13 +347,15 @@ def load_library(folder: Path) -> Library:
         try:
             text = path.read_text(encoding="utf-8")
             tree = ast.parse(text)
+            lines = text.split("\n")
         except (OSError, SyntaxError, ValueError):
             continue
 
         def visit(node, prefix: str) -> None:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    source = ast.get_source_segment(text, child) or ""
+                    first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                    source = textwrap.dedent("\n".join(lines[first - 1:child.end_lineno]))
                     name = f"{path.stem}.{prefix}{child.name}"
                     library.functions[name] = source
                     library.prints[name] = set(cell_fingerprints(source, chosen_names([source])))
