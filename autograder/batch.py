@@ -409,7 +409,7 @@ def merge_results(shard_dirs: list[Path | str], out_dir: Path | str, *, root: Pa
         print(f"note: {note}")
     for shard in map(Path, shard_dirs):
         for path in sorted(p for p in shard.rglob("*") if p.is_file() and p.parts[len(shard.parts)] in
-                           ("results", "feedback", "answers") and not p.name.endswith(".tmp")):
+                           ("results", "feedback", "answers", "logs") and not p.name.endswith(".tmp")):
             name = path.relative_to(shard).as_posix()
             data = path.read_bytes()
             if name in sources and sources[name][1] != data:

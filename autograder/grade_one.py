@@ -20,7 +20,7 @@ from autograder.mounts import kernel_library
 from autograder.notebooks import NotebookError, clean_text, read_notebook
 from autograder.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
 from autograder.policy import enforce
-from autograder.results import GRADED, GradeResult, feedback_folder, one_line, write_atomically
+from autograder.results import GRADED, GradeResult, feedback_folder, one_line, path_name, write_atomically
 from autograder.sandbox import Limits
 from autograder.submissions import Submission
 
@@ -151,7 +151,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         if wrong:
             result.status = wrong
             return result
-        pages = {}
+        pages, runs = {}, {}
         for name, nb_plan in plan.notebooks.items():
             assembly = assemblies.get(name) or assemble(nb_plan, _empty_notebook())
             if name not in learner:
@@ -185,6 +185,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                     scores[cell.key] = result.cells[key] = None
                     result.needs_manual_grade = True
             result.notes += assembly.notes
+            runs[name] = (assembly.cells, outcomes)
             result.flags += [f"{name}: {rule}" for rule in broken_rules if f"{name}: {rule}" not in result.flags]
             pages[name] = render_feedback(student=clean_text(submission.learner), assignment=plan.name,
                                           notebook=name,
@@ -194,6 +195,8 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                                           course_sources={c.key: c.source for c in nb_plan.cells},
                                           attempt=submission.described(), other_attempts=submission.other_attempts)
         result.feedback = write_pages(out_dir, submission, {f"{name}.html": page for name, page in pages.items()})
+        for name, (cells, outcomes) in runs.items():
+            write_run_log(out_dir, submission, name, cells, outcomes)
         result.score = sum(v for v in result.cells.values() if v is not None)
         result.max_score = sum(result.cell_max_scores.values())
         # the answers as graded, for hand grading by question and the similarity report
@@ -219,6 +222,31 @@ def write_pages(out_dir: Path, submission: Submission, pages: dict[str, str]) ->
         if stale.name not in pages:
             stale.unlink(missing_ok=True)
     return [(folder / name).relative_to(out_dir).as_posix() for name in pages]
+
+
+RUN_LOG_MAX_CHARS = 1_000_000
+
+
+def write_run_log(out_dir: Path, submission: Submission, notebook: str, cells, outcomes) -> Path:
+    """Write what each cell printed in the grading kernel to ``<out>/logs/<learner>/<assignment>/<notebook>.txt``,
+    for the instructor only (feedback never shows it: after a test has called the learner's code,
+    what it prints could carry the test's inputs). Capped at :data:`RUN_LOG_MAX_CHARS`."""
+    parts, size = [], 0
+    for index, (cell, outcome) in enumerate(zip(cells, outcomes)):
+        if outcome is None:
+            continue
+        text = "".join([f"--- cell {index} {cell.key or '(the learner’s own)'} [{cell.kind}]: {outcome.status}"
+                        + (f": {outcome.reason}" if outcome.reason else "") + "\n"]
+                       + [o.get("text", "") + ("" if o.get("text", "").endswith("\n") else "\n") for o in outcome.outputs])
+        if size + len(text) > RUN_LOG_MAX_CHARS:
+            parts.append("--- the rest is cut: the log reached its size limit\n")
+            break
+        parts.append(text)
+        size += len(text)
+    path = (Path(out_dir) / "logs" / path_name(submission.learner) / path_name(submission.assignment)
+            / f"{notebook}.txt")
+    write_atomically(path, "".join(parts).encode("utf-8", "replace"))
+    return path
 
 
 def write_status_page(out_dir: Path, submission: Submission, result: GradeResult) -> None:

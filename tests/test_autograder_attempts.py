@@ -201,3 +201,25 @@ def test_merge_refuses_an_incomplete_set_of_shards_and_names_the_missing_ones(tm
         check_complete([first, _shard_folder(tmp_path / "t", "dan", (2, 2))])
     assert main(["merge", str(first), str(second), str(third), "--out", str(tmp_path / "all")]) == 0
     assert json.loads((tmp_path / "all" / "shard.json").read_text())["shards"] == [[1, 3], [2, 3], [3, 3]]
+
+
+# --- export and validate messages -----------------------------------------------------------------
+
+
+def test_a_canvas_column_that_matches_no_roster_column_is_named_with_the_fix():
+    from autograder.export import Roster, _canvas_column_warnings
+
+    roster = Roster("canvas", [], columns=["Scaling and masks (4711)", "Self-attention (4702)"])
+    (warning,) = _canvas_column_warnings(["03-scaling-and-masks"], roster, {})
+    assert "matches no assignment column of the roster (Scaling and masks (4711)" in warning
+    assert "NEW assignment" in warning and '--column "03-scaling-and-masks=Scaling and masks (4711)"' in warning
+    named = {"03-scaling-and-masks": "Scaling and masks (4711)"}
+    assert _canvas_column_warnings(["03-scaling-and-masks"], roster, named) == []
+
+
+def test_validate_says_plainly_that_tests_pass_on_updated_cells_and_what_to_download():
+    from autograder.validate import _repaired_but_passing
+
+    text = _repaired_but_passing(2, "03-scaling-and-masks", "scaling_and_masks", Path("/nonexistent"))
+    assert text.startswith("all visible tests pass on the course's current cells")
+    assert "exercises/03-scaling-and-masks/scaling_and_masks.ipynb" in text and "you may submit" in text

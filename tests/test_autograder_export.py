@@ -21,7 +21,8 @@ from autograder.export import LatePolicy, days_late, export, parse_due, parse_la
 from autograder.feedback import INSTRUCTOR_BEGIN, render_feedback, scrub_paths
 from autograder.manual import ManualScoresError, merge_manual_scores
 from autograder.plan import TEST, RunCell
-from autograder.results import GradeResult, load_result, result_path, write_atomically, write_grades_csv
+from autograder.results import (GradeResult, load_result, result_path, url_safe_name, write_atomically,
+                                write_grades_csv)
 from autograder.runner import CellOutcome
 from autograder.submissions import Submission
 
@@ -355,7 +356,7 @@ def test_an_instructor_grades_a_class_and_gets_a_file_canvas_imports(tmp_path):
     csv_rows = {r["student"]: r for r in rows(out / "grades.csv")}
     assert csv_rows["learner003"]["late"] == "yes" and csv_rows["learner002"]["fixture:test_scale"] == "1"
     # a second grading run resumes every submission and keeps the manual scores
-    feedback = out / "feedback" / "learner002 #1002" / "00-fixture" / "fixture.html"
+    feedback = out / "feedback" / url_safe_name("learner002 #1002") / "00-fixture" / "fixture.html"
     assert "blank but explained" in feedback.read_text(encoding="utf-8")
     assert main(args) == 0
     assert {r["student"]: r["score"] for r in rows(out / "grades.csv")}["learner002"] == "1"

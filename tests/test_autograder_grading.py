@@ -31,6 +31,7 @@ from conftest import run_once
 from autograder.__main__ import main
 from autograder.course import generate
 from autograder.batch import grade
+from autograder.results import path_name, url_safe_name
 from autograder.validate import validate
 from autograder.plan import hidden_lines
 from autograder.sandbox import Limits, can_isolate, isolation_warnings
@@ -288,7 +289,12 @@ def cells(batch, student) -> dict[str, str]:
 
 
 def feedback(batch, student, assignment=ASSIGNMENT, notebook="fixture") -> str:
-    return (batch["out"] / "feedback" / student / assignment / f"{notebook}.html").read_text(encoding="utf-8")
+    return (batch["out"] / "feedback" / url_safe_name(student) / assignment / f"{notebook}.html").read_text(encoding="utf-8")
+
+
+def run_log(batch, student, assignment=ASSIGNMENT, notebook="fixture") -> str:
+    """What the learner's cells printed in the grading kernel: the instructor's log, never feedback."""
+    return (batch["out"] / "logs" / path_name(student) / assignment / f"{notebook}.txt").read_text(encoding="utf-8")
 
 
 # --- the batch as a whole -------------------------------------------------------------------------
@@ -355,13 +361,13 @@ def test_harmless_warnings_on_stderr_cost_nothing(batch):
 
 def test_non_utf8_output_is_graded_and_reported(batch):
     assert (row(batch, "odd_text")["score"], cells(batch, "odd_text")) == ("3", FULL)
-    assert "caf\u00e9 \u2603" in feedback(batch, "odd_text")
+    assert "caf\u00e9 \u2603" in run_log(batch, "odd_text")
 
 
 def test_huge_output_is_capped(batch):
     assert (row(batch, "huge_output")["score"], cells(batch, "huge_output")) == ("3", FULL)
-    page = batch["out"] / "feedback" / "huge_output" / ASSIGNMENT / "fixture.html"
-    assert page.stat().st_size < 500_000 and "output truncated" in page.read_text(encoding="utf-8")
+    page = batch["out"] / "feedback" / url_safe_name("huge_output") / ASSIGNMENT / "fixture.html"
+    assert page.stat().st_size < 500_000 and "output truncated" in run_log(batch, "huge_output")
 
 
 def test_an_infinite_loop_fails_only_its_cell(batch):
@@ -376,7 +382,7 @@ def test_a_loop_that_ignores_interrupts_keeps_the_points_earned_before(batch):
 
 def test_a_memory_bomb_fails_only_its_cell(batch):
     assert cells(batch, "memory_bomb") == SCALE_ONLY
-    assert "MemoryError" in feedback(batch, "memory_bomb")
+    assert "MemoryError" in run_log(batch, "memory_bomb")
 
 
 def test_a_fork_bomb_is_contained(batch):
@@ -452,8 +458,8 @@ def test_a_flood_of_output_stops_only_its_own_kernel(batch):
 @pytest.mark.skipif(not can_isolate(), reason="full isolation needs Linux and root")
 def test_the_folder_shared_with_the_grader_is_read_only_in_the_sandbox(batch):
     assert cells(batch, "shared") == FULL
-    page = feedback(batch, "shared")
-    assert "shared: OSError" in page and "sockets: OSError" in page
+    log = run_log(batch, "shared")
+    assert "shared: OSError" in log and "sockets: OSError" in log
 
 
 def test_patching_torch_before_the_helpers_are_imported_does_not_help(batch):
@@ -484,9 +490,9 @@ def test_learner_code_reading_its_callers_source_finds_no_hidden_test(batch):
 @pytest.mark.skipif(not can_isolate(), reason="full isolation needs Linux and root")
 def test_solutions_peers_gradebook_and_network_are_out_of_reach(batch):
     assert cells(batch, "snoop") == SCALE_ONLY
-    page = feedback(batch, "snoop")
-    assert "solutions visible: False | peers visible: False" in page
-    assert "network: OSError" in page
+    log = run_log(batch, "snoop")
+    assert "solutions visible: False | peers visible: False" in log
+    assert "network: OSError" in log
     assert batch["connections"] == 0
     alice = json.loads((batch["out"] / "results" / "alice" / f"{ASSIGNMENT}.json").read_text())
     assert alice["score"] == 3.0
