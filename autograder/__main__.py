@@ -127,6 +127,13 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("notebook", type=Path, metavar="NOTEBOOK")
     validate.add_argument("--assignment", metavar="NAME", help="default: told from the notebook")
     _limit_options(validate)
+
+    policy = commands.add_parser(
+        "policy", help="show what an assignment's graded code may not use",
+        description="Print each part's switched-off names (read from its test cells), the library names "
+                    "the notebook gives learners, and the rules for every assignment; the grader judges "
+                    "submitted source against exactly this before running it.")
+    policy.add_argument("assignment", metavar="ASSIGNMENT", help="e.g. 02-self-attention")
     return parser
 
 
@@ -240,6 +247,20 @@ def _normalize_paths(args: argparse.Namespace) -> tuple[list[Path] | None, list[
         except (NotebookError, UnicodeDecodeError) as error:
             broken.append(str(error))
     return changed, broken, len(paths)
+
+
+def _policy(args: argparse.Namespace) -> int:
+    from autograder.course import UsageError
+    from autograder.plan import PlanError, load_plan
+    from autograder.policy import describe, read_policy
+
+    try:
+        plan = load_plan(args.assignment, args.root)
+    except PlanError as error:
+        raise UsageError(f"{args.assignment}: {error}") from None
+    for name, notebook in plan.notebooks.items():
+        print(f"{plan.name}/{name}.ipynb\n{describe(read_policy(notebook))}")
+    return 0
 
 
 def _release(args: argparse.Namespace) -> int:
@@ -396,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     args.root = args.root.resolve()
     handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade, "merge": _merge,
                 "nbgrader": _nbgrader, "i18n": _i18n, "validate": _validate, "release": _release}
-    handlers.update(grade=_grade_and_merge_manual_scores, export=_export, review=_review)
+    handlers.update(grade=_grade_and_merge_manual_scores, export=_export, review=_review, policy=_policy)
     try:
         return handlers[args.command](args)
     except GradingInterrupted as error:

@@ -127,3 +127,12 @@ def test_the_source_check_and_the_kernels_guard_say_the_same():
     with pytest.raises(ShortcutError) as raised, forbid_shortcuts("torch.softmax"):
         torch.softmax(torch.zeros(2), dim=0)
     assert violation.message == str(raised.value)
+
+
+def test_the_policy_command_prints_each_parts_list(capsys):
+    from autograder.__main__ import main
+
+    assert main(["policy", "02-self-attention"]) == 0
+    said = capsys.readouterr().out
+    assert "stable_softmax: " in said and "torch.softmax" in said and "imports allowed" in said
+    assert main(["policy", "no-such-assignment"]) == 2
