@@ -23,6 +23,7 @@ from autograder.policy import enforce
 from autograder.results import GRADED, GradeResult, feedback_folder, one_line, path_name, write_atomically
 from autograder.sandbox import Limits
 from autograder.submissions import Submission
+from course_runtime.language import notebook_language, translate_message
 
 RELEASE_REQUEST = '{"op": "release"}'
 GUARD_TIMEOUT_S = 30.0
@@ -162,6 +163,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                 await referee.prepare()
                 await kernel.start()
                 outcomes = await run_notebook(kernel, referee, assembly.cells, nb_plan.imports, limits)
+                outcomes = in_learners_language(assembly.cells, outcomes, learner.get(name))
             except KernelStopped as error:
                 result.status = str(error)
                 return result
@@ -261,6 +263,15 @@ def write_status_page(out_dir: Path, submission: Submission, result: GradeResult
         result.feedback = write_pages(out_dir, submission, {"not-graded.html": page})
     except Exception:                           # a page is a courtesy; the row says the same
         result.feedback = []
+
+
+def in_learners_language(cells, outcomes: list, notebook) -> list:
+    """The tests' verdicts in the language of the learner's notebook (the Chinese edition's messages
+    come from ``course_runtime``'s catalogue; English ones are kept as they are)."""
+    language = notebook_language(notebook) if notebook is not None else "en"
+    return [replace(outcome, reason=translate_message(outcome.reason, language))
+            if outcome is not None and cell.kind == TEST and outcome.reason else outcome
+            for cell, outcome in zip(cells, outcomes)]
 
 
 def _notebook_grade_ids(nb) -> set[str]:

@@ -43,7 +43,7 @@ ALLOWED_MODULES = frozenset({
     "__future__", "abc", "bisect", "cmath", "collections", "contextlib", "copy", "dataclasses", "decimal",
     "enum", "fractions", "functools", "heapq", "itertools", "math", "matplotlib", "numbers", "numpy",
     "random", "re", "statistics", "time", "torch", "tqdm", "typing", "warnings",
-    "course_runtime.data", "course_runtime.device", "course_runtime.viz",
+    "course_runtime.data", "course_runtime.device", "course_runtime.language", "course_runtime.viz",
 })
 # Parts of allowed packages that run code from data, load compiled code, start processes or reach
 # below the guard (each a prefix of a dotted name).

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from autograder.course import UsageError
-from autograder.grade_one import run_notebook
+from autograder.grade_one import in_learners_language, run_notebook
 from autograder.mounts import kernel_library
 from autograder.notebooks import REPO_ROOT, NotebookError, read_notebook
 from autograder.plan import (PACKAGED_EXERCISES, TEST, AssignmentPlan, assemble, load_plan, load_released_plan,
@@ -192,6 +192,7 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     except (KernelStopped, RefereeError) as error:
         return False, lines + [f"the notebook could not be run: {error}"]
     passed = True
+    outcomes = in_learners_language(assembly.cells, outcomes, learner)
     for cell, outcome in zip(assembly.cells, outcomes):
         if cell.kind != TEST:
             continue
