@@ -18,6 +18,7 @@ neither memory nor the time of other learners.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import re
@@ -38,7 +39,7 @@ from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.kernelspec import KernelSpec as JupyterKernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
-from autograder import sandbox
+from autograder import forkserver, sandbox
 from autograder.notebooks import clean_text
 from autograder.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, SEALED, KernelSpec, Limits
 from course_runtime.agent import REPLY_TYPE, REQUEST_TYPE
@@ -49,6 +50,7 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 QUEUED_MESSAGES = 4
 INSTALL_AGENT = "__import__('course_runtime.agent', fromlist=['install']).install()"
 INTERRUPT_GRACE_S = 5.0
+RECONNECT_MS = 5
 IOPUB_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 5.0
 # The longest folder for the kernel's sockets (``<folder>/s-<n>`` must fit in a Unix socket address).
@@ -57,6 +59,14 @@ SANDBOX_SCRIPT = str(Path(sandbox.__file__).resolve())
 _SIGNAL_REASONS = {signal.SIGKILL: "it was killed (SIGKILL)", signal.SIGXCPU: "it used up its CPU time limit",
                    signal.SIGSEGV: "it crashed (segmentation fault)", signal.SIGABRT: "it aborted",
                    signal.SIGBUS: "it crashed (bus error)", signal.SIGTERM: "it was terminated"}
+
+
+# What this grading process asked of kernels: started kernels (warm or cold) and the agent's
+# requests, for benchmarks (``benchmarks/grading_throughput.py``) and the batch's summary.
+STATS = {"kernels": 0, "warm_kernels": 0, "requests": 0}
+# The fork server of this grading process (see :mod:`autograder.forkserver`), shared by its job slots.
+FORK_SERVER = forkserver.ForkServer()
+atexit.register(FORK_SERVER.stop)
 
 
 class KernelStopped(Exception):
@@ -186,6 +196,9 @@ class LimitedKernelClient(AsyncKernelClient):
         sock.linger = 1000
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         sock.setsockopt(zmq.RCVHWM, QUEUED_MESSAGES)
+        # The kernel binds its sockets a moment after this connects: retry every few milliseconds
+        # instead of zmq's default 100 ms, which a warm kernel's start would mostly spend waiting.
+        sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
         if identity:
             sock.identity = identity
         sock.connect(self._make_url(channel))
@@ -201,10 +214,15 @@ class SandboxedKernel:
         slot: the job slot (0 .. jobs-1), which picks the kernel's user id.
         library: the reference modules the kernel may import (:func:`autograder.mounts.kernel_library`);
             with isolation, only their files of ``transformer_core`` are mounted.
+        warm: fork the kernel from this process's fork server (:mod:`autograder.forkserver`), in the
+            same sandbox; default: where the platform allows it. Otherwise, or if the server cannot
+            start, a new interpreter starts the kernel (:data:`autograder.sandbox.KERNEL_BOOTSTRAP`).
     """
 
-    def __init__(self, workdir: Path, limits: Limits, slot: int, *, library: tuple[str, ...] = ()) -> None:
+    def __init__(self, workdir: Path, limits: Limits, slot: int, *, library: tuple[str, ...] = (),
+                 warm: bool | None = None) -> None:
         self.workdir = Path(workdir)
+        self.warm = forkserver.available() is None if warm is None else warm
         self.library = tuple(library)
         self.limits = limits
         self.isolated = sandbox.can_isolate()
@@ -243,12 +261,21 @@ class SandboxedKernel:
             read_only=sandbox.readable_roots() if self.isolated else [], hidden=hidden, library=library)
         spec_path = self.workdir / "sandbox.json"
         spec_path.write_text(json.dumps(asdict(spec)), encoding="utf-8")
+        argv = [sys.executable, SANDBOX_SCRIPT, str(spec_path), "{connection_file}"]
+        if self.warm:
+            server = await asyncio.to_thread(FORK_SERVER.socket_path, sandbox.kernel_environment(
+                shared, isolate=self.isolated, workdir=learner_dir))
+            if server is not None:
+                argv = forkserver.relay_command(server, str(spec_path))
+            else:
+                self.warm = False
+        STATS["kernels"] += 1
+        STATS["warm_kernels"] += self.warm
         self.km = AsyncKernelManager(transport="ipc", ip=str(shared / "s"),
                                      connection_file=str(shared / "kernel.json"))
         self.km.client_class = f"{__name__}.LimitedKernelClient"
-        self.km._kernel_spec = JupyterKernelSpec(
-            argv=[sys.executable, SANDBOX_SCRIPT, str(spec_path), "{connection_file}"],
-            display_name="sandboxed Python", language="python", interrupt_mode="signal")
+        self.km._kernel_spec = JupyterKernelSpec(argv=argv, display_name="sandboxed Python", language="python",
+                                                 interrupt_mode="signal")
         self._log = open(self.workdir / "kernel.log", "wb")
         try:
             await self.km.start_kernel(stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
@@ -440,6 +467,7 @@ class SandboxedKernel:
         """
         if self.kc is None:
             raise KernelStopped("the kernel is not running")
+        STATS["requests"] += 1
         message = self.kc.session.msg(REQUEST_TYPE, {"request": request})
         self.kc.shell_channel.send(message)
         msg_id = message["header"]["msg_id"]
@@ -501,15 +529,15 @@ async def preflight(workdir: Path, limits: Limits, library: tuple[str, ...], imp
         try:
             await kernel.start()
         except KernelStopped as error:
-            raise PreflightError(_preflight_fix(str(error))) from None
+            raise PreflightError(preflight_fix(str(error))) from None
         outcome = await kernel.run("\n".join(dict.fromkeys(imports)) or "pass", PREFLIGHT_TIMEOUT_S)
         if not outcome.ok:
-            raise PreflightError(_preflight_fix(f"the assignment's imports failed in the kernel: {outcome.reason}"))
+            raise PreflightError(preflight_fix(f"the assignment's imports failed in the kernel: {outcome.reason}"))
     finally:
         await kernel.stop()
 
 
-def _preflight_fix(cause: str) -> str:
+def preflight_fix(cause: str) -> str:
     """``cause`` and the fix, on one line."""
     cause = " ".join(cause.split())[:400]
     if re.search(r"No module named '?(course_runtime|transformer_core|ipykernel|autograder)", cause):

@@ -391,7 +391,7 @@ def _sweep(kernel_pid: int) -> None:
                 continue
 
 
-def _init(spec: KernelSpec, connection_file: str) -> None:
+def _init(spec: KernelSpec, connection_file: str, start_kernel) -> None:
     """PID 1 of the sandbox: build it, start the kernel, reap, forward signals; never returns."""
     libc = _libc()
     limits = Limits(**spec.limits)
@@ -407,7 +407,7 @@ def _init(spec: KernelSpec, connection_file: str) -> None:
                 _set_limits(limits, per_kernel_processes=True)
                 _become_learner(spec.uid)
                 libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-                os.execve(spec.argv[0], [*spec.argv, connection_file], spec.env)
+                start_kernel(spec, connection_file)
             finally:
                 os._exit(127)
         signal.signal(signal.SIGINT, lambda *_: os.kill(kernel, signal.SIGINT))
@@ -434,21 +434,36 @@ def _init(spec: KernelSpec, connection_file: str) -> None:
         os._exit(status)
 
 
-def launch(spec: KernelSpec, connection_file: str) -> None:
-    """Run the kernel described by ``spec`` under its limits; never returns."""
+def exec_kernel(spec: KernelSpec, connection_file: str) -> None:
+    """Replace this process by a new interpreter running the kernel (``spec.argv``); never returns."""
+    os.execve(spec.argv[0], [*spec.argv, connection_file], spec.env)
+
+
+def launch(spec: KernelSpec, connection_file: str, start_kernel=exec_kernel) -> None:
+    """Run the kernel described by ``spec`` under its limits; never returns.
+
+    Args:
+        spec: the sandbox and the kernel.
+        connection_file: the kernel's connection file.
+        start_kernel: called as ``start_kernel(spec, connection_file)`` in the kernel's process once
+            the sandbox, the user id and the limits are in place; never returns. Default: a new
+            interpreter (:func:`exec_kernel`); the fork server (:mod:`autograder.forkserver`) runs
+            ipykernel in the forked process instead.
+    """
     limits = Limits(**spec.limits)
-    if sys.platform == "linux":  # die with the grader, even if it is killed
+    if sys.platform == "linux":  # die with the grader (or the fork server), even if it is killed
         _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if not spec.isolate:
         os.chdir(spec.workdir)
         _set_limits(limits, per_kernel_processes=False)
-        os.execve(spec.argv[0], [*spec.argv, connection_file], spec.env)
+        start_kernel(spec, connection_file)
+        os._exit(127)  # start_kernel does not return
     libc = _libc()
     _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWUTS),
            "unshare")
     init = os.fork()
     if init == 0:
-        _init(spec, connection_file)
+        _init(spec, connection_file, start_kernel)
     # The grader signals this launcher's process group; the init, in the same group, gets the
     # interrupts and sweeps directly, so the launcher ignores them and only forwards a stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
