@@ -30,7 +30,7 @@ import tomllib
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
-FIRST_PARTY = {"autograder", "transformer_core"}
+FIRST_PARTY = {"autograder", "course_runtime", "transformer_core"}
 
 
 def canonical(name: str) -> str:

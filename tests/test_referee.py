@@ -232,3 +232,9 @@ def test_visible_failures_keep_their_full_message(notebook):
     referee, _ = notebook
     ok, reason = referee.run_test("n = 577\nassert wrong_double(torch.ones(1)).item() == 2, f'got {n}, expected 576'")
     assert not ok and "got 577, expected 576" in reason
+
+
+def test_a_switched_off_call_in_a_hidden_test_says_so_without_the_kernels_text(notebook):
+    referee, _ = notebook
+    ok, reason = referee.run_test(_hidden("with forbid_shortcuts('torch.softmax'):\n    softmax_shortcut(torch.ones(2))"))
+    assert not ok and reason.startswith("implement this yourself: in a hidden test")
