@@ -86,12 +86,10 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
                 outcome = await kernel.run(cell.source, min(limits.cell_timeout, remaining))
                 if not outcome.ok:
                     await kernel.run(CLEANUP_CODE, GUARD_TIMEOUT_S, silent=True)
-                if hidden_ran:             # what it prints or raises could carry a hidden test's data
-                    outcome = replace(outcome, outputs=[])
-                    if outcome.status == "error":
-                        kind = outcome.reason.split(":", 1)[0]
-                        outcome = replace(outcome, reason=f"{kind} (its message is not shown: this cell ran "
-                                                          "after hidden tests, whose data it could hold)")
+                if hidden_ran and outcome.status == "error":   # its message could carry hidden test data
+                    kind = outcome.reason.split(":", 1)[0]     # (its outputs reach the instructor's log only)
+                    outcome = replace(outcome, reason=f"{kind} (its message is not shown: this cell ran "
+                                                      "after hidden tests, whose data it could hold)")
             await kernel.sweep()
         except KernelStopped as error:
             outcome = CellOutcome("stopped", str(error))

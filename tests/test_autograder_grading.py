@@ -33,7 +33,8 @@ from autograder.course import generate
 from autograder.batch import grade
 from autograder.results import path_name, url_safe_name
 from autograder.validate import validate
-from autograder.plan import hidden_lines
+from autograder.plan import hidden_lines, load_plan
+from autograder.policy import check_cells, read_policy
 from autograder.sandbox import Limits, can_isolate, isolation_warnings
 
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
@@ -255,6 +256,15 @@ def course(tmp_path_factory) -> Path:
     return Path(run_once(tmp_path_factory, "course", make_course))
 
 
+def without_source_policy():
+    """Let hostile code run: this file tests the sandbox and the referee *behind* the source policy
+    (autograder/policy.py stops most of these submissions before they run; tests/test_attacks.py and
+    tests/test_policy.py test it), which must hold even where the policy has a gap."""
+    patch = pytest.MonkeyPatch()
+    patch.setattr("autograder.grade_one.enforce", lambda plan, assembly: [])
+    return patch
+
+
 @pytest.fixture(scope="module")
 def batch(course, tmp_path_factory):
     """Grade every submission with two jobs, through the command line, once per session."""
@@ -265,8 +275,12 @@ def batch(course, tmp_path_factory):
         listener = Listener()
         build_submissions(course, subs, out, listener.port)
         before = {"course": digest(course), "submissions": digest(subs)}
-        status = main(["--root", str(course), "grade", str(subs), "--assignment", "all", "--out", str(out),
-                       "--jobs", "2", "--no-progress", *LIMITS])
+        patch = without_source_policy()
+        try:
+            status = main(["--root", str(course), "grade", str(subs), "--assignment", "all", "--out", str(out),
+                           "--jobs", "2", "--no-progress", *LIMITS])
+        finally:
+            patch.undo()
         with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
         return {"status": status, "all_rows": rows, "out": str(out), "subs": str(subs), "before": before,
@@ -419,7 +433,12 @@ def test_changed_metadata_is_ignored(batch):
 def test_monkeypatched_comparisons_earn_nothing(batch):
     assert cells(batch, "monkeypatch") == SCALE_ONLY
     assert "has the wrong values" in feedback(batch, "monkeypatch")
-    assert "the testing helpers" in row(batch, "monkeypatch")["flags"]
+    source = next(c["source"] for c in json.loads((batch["subs"] / "monkeypatch.ipynb")
+                  .read_text(encoding="utf-8"))["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "softmax")
+    (notebook,) = load_plan(ASSIGNMENT, batch["course"]).notebooks.values()
+    found = check_cells(read_policy(notebook), [("softmax", "".join(source))])
+    assert {"grading machinery", "monkeypatching"} <= {v.rule for v in found.get(0, [])}, (
+        "with the source policy on (as in real grading) this cell would not even run")
 
 
 @pytest.mark.parametrize("student, earned", [("trace_hook", SCALE_ONLY), ("code_swap", NOTHING),
@@ -509,8 +528,12 @@ def test_a_serial_run_gives_exactly_the_grades_of_the_parallel_run(batch, tmp_pa
     for student in SERIAL:
         for path in batch["subs"].glob(f"{student}*"):
             (shutil.copytree if path.is_dir() else shutil.copy)(path, subset / path.name)
-    results = grade(subset, ASSIGNMENT, tmp_path / "out", jobs=1, root=batch["course"], progress=False,
-                    limits=Limits(cell_timeout=10, notebook_timeout=90, memory_mb=2048))
+    patch = without_source_policy()
+    try:
+        results = grade(subset, ASSIGNMENT, tmp_path / "out", jobs=1, root=batch["course"], progress=False,
+                        limits=Limits(cell_timeout=10, notebook_timeout=90, memory_mb=2048))
+    finally:
+        patch.undo()
     assert [r.student for r in results] == sorted(SERIAL)
     for result in results:
         parallel = row(batch, result.student)
@@ -522,8 +545,12 @@ def test_a_serial_run_gives_exactly_the_grades_of_the_parallel_run(batch, tmp_pa
 def test_regrading_one_learner_leaves_the_others_untouched(batch):
     results_dir = batch["out"] / "results"
     before = digest(results_dir)
-    status = main(["--root", str(batch["course"]), "grade", str(batch["subs"]), "--assignment", "all",
-                   "--out", str(batch["out"]), "--jobs", "2", "--no-progress", "--regrade", "erin", *LIMITS])
+    patch = without_source_policy()
+    try:
+        status = main(["--root", str(batch["course"]), "grade", str(batch["subs"]), "--assignment", "all",
+                       "--out", str(batch["out"]), "--jobs", "2", "--no-progress", "--regrade", "erin", *LIMITS])
+    finally:
+        patch.undo()
     after = digest(results_dir)
     assert status == 1
     changed = {path for path in after if after[path] != before.get(path)}
