@@ -543,7 +543,7 @@ def english_heading_ids(html: Path, root: Path = REPO_ROOT) -> dict[str, list[st
     for page in pages(root):
         built = Path(html) / f"{page.docname}.html"
         if built.exists():
-            table[page.docname] = re.findall(r'<section id="([^"]+)"', built.read_text(encoding="utf-8"))
+            table[page.docname] = re.findall(r'<section\b[^>]*?\bid="([^"]+)"', built.read_text(encoding="utf-8"))
     return table
 
 

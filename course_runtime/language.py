@@ -266,6 +266,7 @@ def notebook_language(nb) -> str:
 # --- Where output is shown: figures, widgets, tracebacks ------------------------------------------
 
 _installed: set[str] = set()
+_cjk_family: str | None = None
 
 
 def cjk_font() -> str | None:
@@ -323,8 +324,13 @@ def _translate_figure(figure) -> list:
         english = text.get_text()
         chinese = translate(english, "figures")
         if chinese != english:
+            family = text.get_fontfamily()
             text.set_text(chinese)
-            undo.append((text, english))
+            # A text with $math$ is laid out by mathtext, which draws its words in the text's first
+            # font only (no fallback): give such a text the CJK font, which has Latin letters too.
+            if _cjk_family and "$" in chinese and re.search(r"[\u3000-\u9fff\uff00-\uffef]", chinese):
+                text.set_fontfamily([_cjk_family])
+            undo.append((text, english, family))
     return undo
 
 
@@ -336,8 +342,9 @@ def _install_figures(language: str) -> bool:
     font = cjk_font()
     if font is None:
         return False
+    global _cjk_family
     font_manager.fontManager.addfont(font)
-    family = font_manager.FontProperties(fname=font).get_name()
+    family = _cjk_family = font_manager.FontProperties(fname=font).get_name()
     # DejaVu Sans draws Latin letters and digits; the CJK font the rest (matplotlib's per-glyph fallback).
     # (a generic family such as "sans-serif" resolves to one font, so the families are named).
     latin = font_manager.FontProperties(family=matplotlib.rcParams["font.family"]).get_family()[0]
@@ -354,8 +361,9 @@ def _install_figures(language: str) -> bool:
         try:
             return original(self, *args, **kwargs)
         finally:  # the figure's own texts stay what the code set, for code that reads them back
-            for text, english in undo:
+            for text, english, family in undo:
                 text.set_text(english)
+                text.set_fontfamily(family)
 
     print_figure._course_language = True
     FigureCanvasBase.print_figure = print_figure

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import collections
 import functools
+import hashlib
 import html
 import http.server
 import json
@@ -586,3 +587,87 @@ def test_screenshots(browser, site):
     for path in saved:
         assert path.stat().st_size > 10_000, f"{path} is (nearly) empty"
     print("screenshots:", *saved, sep="\n  ")
+
+
+# --- The Chinese site reads as Chinese (issue 23) -------------------------------------------------
+
+# Interface words of the theme, myst-nb and sphinx-togglebutton that must not show on a Chinese page.
+ENGLISH_INTERFACE = ("Show code cell", "Hide code cell", "Click to show", "Click to hide", "Link to this heading")
+
+
+def _section_ids(path: Path) -> list[str]:
+    return re.findall(r'<section\b[^>]*?\bid="([^"]+)"', path.read_text(encoding="utf-8", errors="replace"))
+
+
+def test_chinese_headings_have_the_ids_of_the_english_ones(built_html):
+    """``page.html#section`` leads to the same section in both languages."""
+    problems = []
+    for stem in TOC_PAGES:
+        english = _section_ids(built_html / (stem + ".html"))
+        missing = [i for i in english if i not in _anchors(built_html / ZH / (stem + ".html"))]
+        if missing:
+            problems.append(f"{ZH}{stem}.html lacks the English section ids {missing[:5]}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("stem", [s for s in TOC_PAGES if s.startswith("book/0")][:3])
+def test_the_language_switch_keeps_the_section(browser, site, stem):
+    section = _section_ids(site.root / (stem + ".html"))[1]
+    for page, other in ((stem + ".html", ZH + stem + ".html"), (ZH + stem + ".html", stem + ".html")):
+        browser.get(site.url(page) + "#" + section)
+        href = None
+        for _ in range(50):
+            href = browser.run("const a = document.querySelector('a.course-language-switch');"
+                               "return a && a.offsetParent !== null ? a.href : null;")
+            if href:
+                break
+            time.sleep(0.1)
+        assert href == site.url(other) + "#" + section, f"{page}#{section}: the switch leads to {href}"
+        assert section in _anchors(site.root / other), f"{other} has no section #{section}"
+
+
+def _chinese_page_text(path: Path) -> str:
+    """The article of a built page as a reader sees it, without code and math (kept as ⟨⟩)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    text = text.split("<article", 1)[-1].split("</article>", 1)[0]
+    text = re.sub(r"<(script|style)\b.*?</\1>", " ", text, flags=re.S)
+    text = re.sub(r"<(pre|code)\b.*?</\1>", "⟨⟩", text, flags=re.S)
+    text = re.sub(r'<(span|div) class="math[^"]*">.*?</\1>', "⟨⟩", text, flags=re.S)
+    text = re.sub(r'<a class="headerlink".*?</a>', " ", text, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", text))
+
+
+def test_no_english_on_the_built_chinese_pages(built_html):
+    """No English sentence (answers, captions, admonitions, dropdowns), and no English interface word."""
+    from autograder import i18n
+
+    keep = i18n.load_terms(ROOT)["keep"]
+    problems = []
+    for stem in TOC_PAGES:
+        if stem == "book/references":
+            continue
+        path = built_html / ZH / (stem + ".html")
+        source = path.read_text(encoding="utf-8", errors="replace")
+        problems += [f"{ZH}{stem}.html shows {word!r}" for word in ENGLISH_INTERFACE if word in source]
+        problems += [f"{ZH}{stem}.html: English left: {run!r}"
+                     for run in i18n.english_runs(_chinese_page_text(path), keep)]
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
+
+
+def test_chinese_figures_are_drawn_for_the_chinese_pages(built_html):
+    """Every chapter figure of a Chinese page is its own image (Chinese titles, axes and legends), not
+    the English page's."""
+    problems = []
+    for stem in TOC_PAGES:
+        if not (ROOT / (stem + ".ipynb")).is_file() or not stem.startswith("book/"):
+            continue
+        def images(page: Path) -> set[str]:
+            names = re.findall(r'<img[^>]+src="([^"]+\.png)"', page.read_text(encoding="utf-8", errors="replace"))
+            return {hashlib.sha256((page.parent / n).read_bytes()).hexdigest() for n in names
+                    if (page.parent / n).is_file()}
+        english, chinese = images(built_html / (stem + ".html")), images(built_html / ZH / (stem + ".html"))
+        if english & chinese:
+            problems.append(f"{ZH}{stem}.html shows {len(english & chinese)} of the English page's figures as they are")
+        if len(chinese) < len(english):
+            problems.append(f"{ZH}{stem}.html has {len(chinese)} figures, the English page {len(english)}")
+    assert not problems, "\n".join(problems)
