@@ -277,9 +277,6 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
             if (previous is not None and previous.fingerprint == fingerprint(submission, plan)
                     and not previous.status.startswith(RETRY_PREFIXES)
                     and not {submission.student, submission.learner, clean_text(submission.learner)} & set(regrade)):
-                if (previous.files, previous.other_attempts) != (submission.files, submission.other_attempts):
-                    previous.files, previous.other_attempts = submission.files, submission.other_attempts
-                    write_atomically(path, json.dumps(asdict(previous), indent=1).encode("utf-8"))
                 results.append(previous)
                 continue
             pending.append((submission, plan, path))

@@ -64,10 +64,6 @@ _RESUBMIT = {
     "": "ask your instructor; this is about the grader, not your work, when the reason says \"internal error\" "
         "or \"the kernel did not start\", and it is graded again on the next run.",
 }
-# MathJax typesets only the course's own Markdown (class tex2jax_process), never a learner's text.
-_MATHJAX = ("<script>window.MathJax={tex:{inlineMath:[['\\\\(','\\\\)']],displayMath:[['$$','$$']]},"
-            "options:{ignoreHtmlClass:'tex2jax_ignore',processHtmlClass:'tex2jax_process'}};</script>"
-            "<script async src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js'></script>")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -163,7 +159,8 @@ def with_instructor_section(page: str, section: str) -> str:
 
 
 def _markdown(text: str, *, trusted: bool) -> str:
-    """Markdown as HTML, with math left for MathJax (inline and display math, escaped).
+    """Markdown as HTML; math is kept as its TeX source (escaped), marked ``class="math"``. Pages carry
+    no script at all, so no MathJax: a page must be safe to open whatever a learner wrote.
 
     ``trusted`` (the course's own cells): raw HTML such as ``<details>`` is kept. Otherwise (a
     learner's written answer) every tag is escaped, unsafe links (``javascript:`` ...) are dropped by
@@ -173,6 +170,7 @@ def _markdown(text: str, *, trusted: bool) -> str:
         rendered = _markdown_renderer(trusted)(text)
     except Exception:             # no mistune (nbconvert brings it), or a renderer bug: never lose the page
         return f"<pre>{html.escape(text)}</pre>"
+    rendered = re.sub(r"<script\b.*?(</script\s*>|$)", "", rendered, flags=re.IGNORECASE | re.DOTALL)
     if not trusted:
         rendered = re.sub(r"<img\b[^>]*?\balt=\"([^\"]*)\"[^>]*>", r"\1", rendered)
         rendered = re.sub(r"<img\b[^>]*>", "", rendered)
@@ -368,7 +366,7 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
     available = sum(c.points for c, _ in graded)
     waiting = sum(s is None for s in scores.values())
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(assignment)}: {esc(notebook)}"
-             f"</title><style>{_STYLE}</style>{_MATHJAX}</head><body class='tex2jax_ignore'>",
+             f"</title><style>{_STYLE}</style></head><body>",
              f"<h1>{esc(assignment)} / {esc(notebook)}</h1>",
              GRADE_BEGIN + grade_header(assignment=assignment, automatic=earned, score=earned, max_score=available,
                                         waiting=waiting) + GRADE_END,
@@ -405,7 +403,7 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
             trusted = cell.origin != "yours"
             body = _markdown(scrub_paths(cell.shown, notebook) if not trusted else cell.shown, trusted=trusted)
             parts.append(f"<div class='cell'{anchor}><div class='head'>{head}</div>"
-                         f"<div class='md{' tex2jax_process' if trusted else ''}'>{body}</div></div>")
+                         f"<div class='md'>{body}</div></div>")
             continue
         parts.append(f"<div class='cell'{anchor}><div class='head'>{head}</div><pre>{esc(cell.shown)}</pre>")
         if cell.kind != TEST:
@@ -418,7 +416,9 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
                     css = "out err" if output["kind"] in ("stderr", "error") else "out"
                     parts.append(f"<pre class='{css}'>{esc(_clean(output['text'], hidden, notebook))}</pre>")
             if outcome is not None and not outcome.ok:
-                why = (_clean(outcome.reason, hidden, notebook) if not tests_ran or outcome.status == "not run" else
+                # the grader's own reasons (time-outs, a stopped kernel) are shown; an exception's text
+                # is the learner's code speaking, and after a test it could carry the test's inputs
+                why = (_clean(outcome.reason, hidden, notebook) if not tests_ran or outcome.status != "error" else
                        "its message is not shown: a test had already called your code with its own inputs, "
                        "and what your code prints or raises after that could carry them")
                 parts.append(f"<pre class='out err'>when graded, this cell {_ENDED.get(outcome.status, 'failed')}: "
