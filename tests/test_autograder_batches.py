@@ -168,11 +168,16 @@ def test_a_test_failing_on_a_missing_name_names_the_earlier_error_first():
 def test_validate_reports_the_import_that_failed_not_only_the_missing_name(course, tmp_path):
     notebook = tmp_path / NOTEBOOK
     notebook.write_text(edited(course / "exercises" / ASSIGNMENT / NOTEBOOK,
-                               {"softmax": "import numpyy\n" + GOOD_SOFTMAX, "scale": GOOD_SCALE}))
+                               {"softmax": "import torch.nn.functionall\n" + GOOD_SOFTMAX, "scale": GOOD_SCALE}))
     ok, lines = validate(notebook, root=course)
     assert not ok and "passed  test_scale" in lines
     failure = next(line for line in lines if line.startswith("FAILED  test_softmax"))
-    assert "an earlier cell failed: ModuleNotFoundError: No module named 'numpyy'" in failure
+    assert "an earlier cell failed: ModuleNotFoundError: No module named 'torch.nn.functionall'" in failure
+    # A module graded code may not import at all is named by the source check, before anything runs.
+    notebook.write_text(edited(course / "exercises" / ASSIGNMENT / NOTEBOOK,
+                               {"softmax": "import numpyy\n" + GOOD_SOFTMAX, "scale": GOOD_SCALE}))
+    ok, lines = validate(notebook, root=course)
+    assert not ok and any("`import numpyy`" in line and "module not allowed" in line for line in lines), lines
 
 
 # --- nbgrader's own commands ----------------------------------------------------------------------
