@@ -63,7 +63,9 @@ def save_answers(out_dir: Path | str, learner: str, assignment: str, assemblies:
                 cells[f"{name}:{cell.key}"] = asdict(Answer(cell.kind, cell.cell_type, cell.source, origin))
     path = answers_path(out_dir, learner, assignment)
     data = {"learner": learner, "assignment": assignment, "fingerprint": fingerprint, "cells": cells}
-    write_atomically(path, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8"))
+    # ASCII JSON: a learner key from a file name that was not UTF-8 holds surrogate escapes, which
+    # only \u escapes carry (and read back) exactly.
+    write_atomically(path, json.dumps(data, indent=1).encode("utf-8"))
     return path
 
 
