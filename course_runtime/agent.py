@@ -18,6 +18,14 @@ A request is JSON: ``{"op": ..., ...}`` with the ops ``lookup`` (a name of the n
 A call may name a library callable (``{"$import": "torch.optim.SGD"}``), and its arguments may hold
 the public source of a test's helper function or class (``$code``, defined here with the notebook's
 globals), which is how a test hands the learner's code a callback or a stand-in.
+
+Fewer round trips: a reference to an ``nn.Parameter`` carries its values, and a reference to an
+``nn.Module`` the entries of its ``_parameters``, ``_buffers`` and ``_modules`` (``"known"``, see
+:func:`_known`), taken where reading them runs no code of the learner and gives exactly what
+``getattr`` would; a request whose target is such an object brings a fresh copy of the target's
+(``"target_known"``). The referee uses them only until it sends its next request
+(:class:`course_runtime.remote.Session`), so a test reading ``layer.q_proj.weight.detach()`` costs
+one request instead of three, and reads nothing the kernel would answer differently.
 """
 
 from __future__ import annotations
@@ -41,13 +49,96 @@ _objects: dict[int, object] = {}
 _counter = [0]
 
 
+# What one response may carry besides the answer: values of parameters and references to the
+# parts of modules, at most this many bytes of tensor data and references, this many levels deep
+# (a model, its blocks, their layers).
+KNOWN_BYTES = 256 * 1024
+KNOWN_REFERENCES = 256
+KNOWN_DEPTH = 3
+_budget = {"bytes": 0, "references": 0, "depth": 0}
+_TYPE_MRO = type.__dict__["__mro__"].__get__
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+# Attribute lookups a class may change; a module whose class (other than nn.Module) defines one of
+# them gets no "known" attributes, since getattr might not read the dictionaries.
+_LOOKUP_HOOKS = ("__getattr__", "__getattribute__", "__dict__", "_parameters", "_buffers", "_modules")
+
+
 def _reference(value: object) -> dict:
     if isinstance(value, types.ModuleType):
         return {"$module": value.__name__}
     _counter[0] += 1
     _objects[_counter[0]] = value
     kinds = [f"{k.__module__}.{k.__qualname__}" for k in type(value).__mro__]
-    return {"$ref": _counter[0], "types": kinds}
+    document = {"$ref": _counter[0], "types": kinds}
+    known = _known(value)
+    if known is not None:
+        document["known"] = known
+    return document
+
+
+def _known(value: object) -> dict | None:
+    """What the referee may read of ``value`` without asking again, or None: ``{"data": ...}``, a
+    parameter's values as the ``value`` request gives them, or ``{"attributes": {name: ...}}``, the
+    module attributes ``getattr`` would find in ``_parameters``, ``_buffers`` and ``_modules``
+    (in that order, as ``nn.Module.__getattr__`` looks). Reading them runs no learner code."""
+    if _budget["depth"] >= KNOWN_DEPTH or _budget["references"] <= 0:
+        return None
+    kind = type(value)
+    _budget["depth"] += 1
+    _budget["references"] -= 1
+    try:
+        if kind is torch.nn.Parameter:
+            size = value.numel() * value.element_size()
+            if size > _budget["bytes"] or value.device.type != "cpu":
+                return None
+            _budget["bytes"] -= size
+            return {"data": wire.encode(value)}
+        attributes = _module_attributes(value)
+        if attributes is None:
+            return None
+        known = {}
+        for name, item in attributes.items():
+            if type(item) is torch.Tensor:  # a buffer travels as its values: within the budget only
+                size = item.numel() * item.element_size()
+                if size > _budget["bytes"] or item.device.type != "cpu":
+                    continue
+                _budget["bytes"] -= size
+            known[name] = wire.encode(item, reference=_reference, subclasses_by_reference=True)
+        return {"attributes": known}
+    except (wire.WireError, RuntimeError):
+        return None
+    finally:
+        _budget["depth"] -= 1
+
+
+def _module_attributes(value: object) -> dict | None:
+    """The entries of an ``nn.Module``'s ``_parameters``, ``_buffers`` and ``_modules`` that
+    ``getattr(value, name)`` returns, read without running any learner code; None when its class
+    changes attribute lookup."""
+    mro = _TYPE_MRO(type(value))
+    if torch.nn.Module not in mro:
+        return None
+    for klass in mro:
+        if klass is not torch.nn.Module and klass is not object:
+            namespace = _TYPE_DICT(klass)
+            for hook in _LOOKUP_HOOKS:
+                if hook in namespace and not (hook == "__dict__" and type(namespace[hook]) is types.GetSetDescriptorType):
+                    return None
+    instance = object.__getattribute__(value, "__dict__")
+    if type(instance) is not dict:
+        return None
+    shadowed = set(instance)
+    for klass in mro:
+        shadowed.update(_TYPE_DICT(klass))
+    found: dict[str, object] = {}
+    for table in ("_parameters", "_buffers", "_modules"):
+        entries = instance.get(table)
+        if type(entries) is not dict:
+            return None
+        for name, item in entries.items():
+            if type(name) is str and name not in shadowed and name not in found:
+                found[name] = item
+    return found
 
 
 def _resolve(document: dict) -> object:
@@ -159,8 +250,10 @@ def _describe(error: BaseException) -> dict:
 
 def answer(request_text: str) -> str:
     """The response (JSON text) to one request of the grader (see the module docstring)."""
+    _budget.update(bytes=KNOWN_BYTES, references=KNOWN_REFERENCES, depth=0)
     try:
-        value = _dispatch(json.loads(request_text))
+        request = json.loads(request_text)
+        value = _dispatch(request)
         response = {"ok": True}
         if isinstance(value, _Result):
             response["changed"] = [[i, wire.encode(value.arguments[i])] for i in value.changed]
@@ -169,6 +262,11 @@ def answer(request_text: str) -> str:
             response["value"] = wire.encode(value.value)
         else:
             response["value"] = wire.encode(value, reference=_reference, subclasses_by_reference=True)
+        target = request.get("target")
+        if type(target) is dict and type(target.get("$ref")) is int and target["$ref"] in _objects:
+            known = _known(_objects[target["$ref"]])
+            if known is not None:
+                response["target_known"] = known
     except wire.WireError as error:
         response = {"ok": False, "error": {"types": ["WireError"], "message": str(error)}}
     except Exception as error:  # the learner's code may raise anything; the referee decides

@@ -88,11 +88,13 @@ class Session:
         self.public_definition = public_definition
         self.forbidden: list[dict] = []
         self.stand_ins: dict[str, dict] = {}
+        self.requests = 0  # sent so far; what the kernel told about its objects holds until the next
 
     def request(self, op: str, **fields) -> object:
         """Send one request; return the decoded value or raise the learner's error."""
         import json
 
+        self.requests += 1
         message = {"op": op}
         sent: list[torch.Tensor] = []
         for key, value in fields.items():
@@ -103,7 +105,11 @@ class Session:
             raise wire.WireError("the kernel's answer is not a response")
         if response["ok"]:
             _write_back(sent, response.get("changed", []))
-            return wire.decode(response.get("value"), resolve=self._proxy)
+            value = wire.decode(response.get("value"), resolve=self._proxy)
+            target = fields.get("target")
+            if type(target) is RemoteObject and "target_known" in response:
+                target._learn(response["target_known"])
+            return value
         error = response.get("error")
         if type(error) is not dict or type(error.get("message")) is not str or type(error.get("types")) is not list:
             raise wire.WireError("the kernel's error report is malformed")
@@ -140,7 +146,10 @@ class Session:
         number, kinds = document.get("$ref"), document.get("types")
         if type(number) is not int or type(kinds) is not list or not all(type(k) is str for k in kinds):
             raise wire.WireError("a malformed reference")
-        return RemoteObject(self, number, tuple(k[:200] for k in kinds[:64]))
+        proxy = RemoteObject(self, number, tuple(k[:200] for k in kinds[:64]))
+        if "known" in document:
+            proxy._learn(document["known"])
+        return proxy
 
     def lookup(self, name: str) -> object:
         """The value of a global name of the learner's notebook."""
@@ -248,17 +257,40 @@ def _materialize(value: object) -> object:
 
 
 class RemoteObject:
-    """An object that lives in the learner's kernel; every use is one request to it."""
+    """An object that lives in the learner's kernel; every use is one request to it, except reads of
+    what the kernel's last answer said about it (a parameter's values, a module's parts), which are
+    answered here until the session sends its next request."""
 
-    __slots__ = ("_session", "_ref", "_types")
+    __slots__ = ("_session", "_ref", "_types", "_known", "_as_of")
 
     def __init__(self, session: Session, ref: int, types: tuple[str, ...]) -> None:
         object.__setattr__(self, "_session", session)
         object.__setattr__(self, "_ref", ref)
         object.__setattr__(self, "_types", types)
+        object.__setattr__(self, "_known", None)
+        object.__setattr__(self, "_as_of", -1)
+
+    def _learn(self, known: object) -> None:
+        """Keep what the kernel's current answer says about this object (see :mod:`course_runtime.agent`)."""
+        if type(known) is not dict or not set(known) <= {"data", "attributes"} or (
+                "attributes" in known and type(known["attributes"]) is not dict):
+            raise wire.WireError("a malformed description of a kernel object")
+        object.__setattr__(self, "_known", known)
+        object.__setattr__(self, "_as_of", object.__getattribute__(self, "_session").requests)
+
+    def _fresh(self, kind: str) -> object:
+        """``known[kind]`` if no request was sent since the kernel said it (nothing of the learner's
+        has run since), else None."""
+        session, known = object.__getattribute__(self, "_session"), object.__getattribute__(self, "_known")
+        if known is None or object.__getattribute__(self, "_as_of") != session.requests:
+            return None
+        return known.get(kind)
 
     def _value(self) -> object:
         """The object's data (a tensor's values, a list's items); fails for anything else."""
+        data = self._fresh("data")
+        if data is not None:
+            return wire.decode(data)  # a new copy each time, as a request would give
         return self._session.request("value", target=self)
 
     @property
@@ -274,6 +306,9 @@ class RemoteObject:
             raise AttributeError(name)
         if name in _TENSOR_READS and "torch.Tensor" in object.__getattribute__(self, "_types"):
             return getattr(self._value(), name)  # one request for a fresh copy instead of two
+        attributes = self._fresh("attributes")
+        if attributes is not None and type(name) is str and name in attributes:
+            return wire.decode(attributes[name], resolve=object.__getattribute__(self, "_session")._proxy)
         return self._session.request("getattr", target=self, name=name)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -290,6 +325,9 @@ class RemoteObject:
         return iter(self._session.request("iter", target=self))
 
     def __len__(self) -> int:
+        if object.__getattribute__(self, "_types")[:1] == ("builtins.generator",):
+            # what the kernel would answer, without asking: list(module.parameters()) asks len() first
+            raise TypeError("object of type 'generator' has no len()")
         return self._session.request("len", target=self)
 
     def __repr__(self) -> str:

@@ -9,7 +9,9 @@ travels:
 - ``list``, ``tuple`` and ``dict`` of those (nested at most :data:`MAX_DEPTH` deep);
 - ``torch.Size``, ``torch.dtype`` and ``torch.device``;
 - tensors, as their dtype, shape and raw bytes (base64), always rebuilt as plain CPU tensors;
-- references to objects that stay on the side that owns them (``{"$ref": n, "types": [...]}``);
+- references to objects that stay on the side that owns them (``{"$ref": n, "types": [...]}``), from
+  the kernel with what may be read of them without asking again (``"known"``: a parameter's values,
+  a module's parameters, buffers and submodules; see :mod:`course_runtime.agent`);
 - from the referee only: the public source of a test's own function or class (``$code``) and a
   course-library dataclass to rebuild from its fields (``$build``).
 
@@ -137,7 +139,7 @@ def decode(document: object, *, resolve: Callable[[dict], object] | None = None,
     inner = dict(resolve=resolve, received=received, depth=depth + 1)
     if kind is list:
         return [decode(v, **inner) for v in document]
-    if kind is not dict or len(document) != 1 + ("types" in document):
+    if kind is not dict or len(document) != 1 + ("types" in document) + ("known" in document and "$ref" in document):
         raise WireError(f"unexpected {kind.__name__} in the document")
     tag = next((t for t in _TAGS if t in document), None)
     if tag is None:
