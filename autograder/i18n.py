@@ -907,7 +907,7 @@ def english_runs(prose: str, keep: list[str] = ()) -> list[str]:
         >>> english_runs("自注意力（scaled dot-product attention）由 Vaswani et al. 提出。This was left in English.")
         ['This was left in English']
     """
-    text = _FULLWIDTH_GLOSS.sub(" ", prose)
+    text = _FULLWIDTH_GLOSS.sub(" ", prose.replace("’", "'"))     # a built page's typographic apostrophe
     for phrase in sorted(keep, key=len, reverse=True):
         text = text.replace(phrase, " ")
     runs = [m.group(0).strip(" ,⟨⟩") for m in _ENGLISH_RUN.finditer(text)]

@@ -634,6 +634,7 @@ def _chinese_page_text(path: Path) -> str:
     text = re.sub(r"<(pre|code)\b.*?</\1>", "⟨⟩", text, flags=re.S)
     text = re.sub(r'<(span|div) class="math[^"]*">.*?</\1>', "⟨⟩", text, flags=re.S)
     text = re.sub(r'<a class="headerlink".*?</a>', " ", text, flags=re.S)
+    text = re.sub(r'<dt id="term-.*?</dt>', " ", text, flags=re.S)   # a glossary entry's English term
     return html.unescape(re.sub(r"<[^>]+>", " ", text))
 
 
@@ -662,7 +663,7 @@ def test_chinese_figures_are_drawn_for_the_chinese_pages(built_html):
         if not (ROOT / (stem + ".ipynb")).is_file() or not stem.startswith("book/"):
             continue
         def images(page: Path) -> set[str]:
-            names = re.findall(r'<img[^>]+src="([^"]+\.png)"', page.read_text(encoding="utf-8", errors="replace"))
+            names = re.findall(r'<img[^>]+src="([^"]*_images/[^"]+\.png)"', page.read_text(encoding="utf-8", errors="replace"))
             return {hashlib.sha256((page.parent / n).read_bytes()).hexdigest() for n in names
                     if (page.parent / n).is_file()}
         english, chinese = images(built_html / (stem + ".html")), images(built_html / ZH / (stem + ".html"))
