@@ -175,17 +175,21 @@ def repository_info(root: Path = REPO_ROOT) -> tuple[str, str]:
     return pinned.url, pinned.ref
 
 
-def setup_cell_source(root: Path = REPO_ROOT) -> str:
+def setup_cell_source(root: Path = REPO_ROOT, language: str | None = None) -> str:
     """Return the exact source of the setup cell every course notebook starts its code with.
 
     On Colab it installs the course library from the repository and ref (release, else branch)
-    named in ``_config.yml``; everywhere it picks the device and prints what it found.
+    named in ``_config.yml``; everywhere it picks the device and prints what it found. In a notebook of
+    the Chinese edition (``language="zh_CN"``) it also switches test messages, figure text and widget
+    labels to Chinese (:func:`course_runtime.language.install`): the one line in which the two
+    editions' code differs.
 
     Args:
         root: the repository root whose ``_config.yml`` names the repository and ref.
+        language: the notebook's language (``metadata.course.language``); None or ``"en"``: English.
     """
     url, ref = repository_info(root)
-    return (
+    source = (
         "# Setup: on Colab, install the course library; everywhere, pick a device.\n"
         "import sys\n"
         'if "google.colab" in sys.modules:\n'
@@ -194,6 +198,18 @@ def setup_cell_source(root: Path = REPO_ROOT) -> str:
         "device = pick_device()\n"
         "print(describe_device(device))"
     )
+    if language and language != "en":
+        source += (f"\nfrom course_runtime.language import install\n"
+                   f"install({language!r})  # 测试信息、图中文字和控件标签显示为中文")
+    return source
+
+
+def notebook_language(nb) -> str | None:
+    """The language a course notebook declares in ``metadata.course.language`` (the Chinese
+    edition's notebooks do), or None."""
+    course = (nb.get("metadata") or {}).get("course") or {}
+    language = course.get("language") if isinstance(course, dict) else None
+    return language if isinstance(language, str) else None
 
 
 def colab_url(relative_path: str | Path, root: Path = REPO_ROOT) -> str:
@@ -507,7 +523,7 @@ def repoint_notebook(nb: nbformat.NotebookNode, root: Path = REPO_ROOT,
     pinned = repository_settings(root).pinned
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     if code and code[0].source.lstrip().startswith(SETUP_CELL_MARKER):
-        code[0].source = setup_cell_source(root)
+        code[0].source = setup_cell_source(root, notebook_language(nb))
     for cell in nb.cells:
         source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
         rewritten = rewrite_repository_links(source, sources, pinned)
@@ -617,7 +633,7 @@ def convention_problems(path: Path, root: Path = REPO_ROOT) -> list[str]:
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     if not code:
         problems.append("it has no code cell, so no setup cell")
-    elif code[0].source.rstrip("\n") != setup_cell_source(root):
+    elif code[0].source.rstrip("\n") != setup_cell_source(root, notebook_language(nb)):
         problems.append("its first code cell is not the canonical setup cell "
                         "(see autograder.notebooks.setup_cell_source())")
     markdown = [cell for cell in nb.cells if cell.cell_type == "markdown"]

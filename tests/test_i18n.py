@@ -2,6 +2,7 @@
 and a change to an English paragraph that the translator is shown."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -333,3 +334,24 @@ def test_runtime_translations_keep_placeholders_and_code():
             code = set(re.findall(r"`[^`]+`", m.id)) - set(re.findall(r"`[^`]+`", m.string))
             problems += [f"{domain}: {m.id[:50]!r} lost {c}" for c in code]
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_a_chinese_exercise_that_fails_a_visible_test_says_why_in_chinese(tmp_path):
+    """The Chinese notebook's setup cell switches messages to Chinese in the learner's own kernel, and the
+    grader's check (validate) translates the referee's verdicts the same way."""
+    import json
+
+    from autograder.validate import validate
+
+    nb = json.loads((ROOT / "zh" / "exercises" / "02-self-attention" / "self_attention.ipynb").read_text("utf-8"))
+    assert nb["metadata"]["course"]["language"] == "zh_CN"
+    assert "install('zh_CN')" in "".join(nb["cells"][1]["source"])
+    for cell in nb["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "attention_scores":
+            cell["source"] = "def attention_scores(q, k):\n    return q @ k.transpose(-2, -1)\n"   # no scaling
+    path = tmp_path / "self_attention.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    ok, lines = validate(path, root=ROOT)
+    failure = next(line for line in lines if line.startswith("FAILED  test_attention_scores"))
+    assert not ok and re.search(r"[\u4e00-\u9fff]", failure), failure
