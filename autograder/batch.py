@@ -177,11 +177,30 @@ def _check_regrade(names, found: list[Submission]) -> None:
 
 
 def default_jobs() -> int:
-    """The number of CPU cores this process may use."""
+    """Submissions graded at once by default: one per CPU core this process may use, at most 8 and
+    at most one per GiB of available memory.
+
+    A job is a pipeline, not a process: its kernel, the grader (which relays every request) and its
+    referee take turns, so one job keeps about one core busy. Measured on 2 cores with warm kernels
+    (``benchmarks/results/grading-throughput.md``, 02-self-attention, 8 copies): 13.8 s with one
+    job, 10.4 s with two, 11.0 s with three, 12.3 s with four; every job beyond the cores adds a
+    referee to start (about 3 CPU seconds) and competes for them. Per submission the grader's own
+    process used 0.23 of about 1.1 CPU seconds, so a single grader saturates near five cores' worth
+    of jobs on light assignments: beyond 8, split the batch with ``--shard``. Each job holds a
+    referee and a kernel (about 0.6 GiB resident together).
+    """
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    jobs = min(cores, 8)
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            available_kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemAvailable:"))
+        jobs = min(jobs, available_kib // (1024 * 1024))
+    except (OSError, StopIteration, ValueError, IndexError):
+        pass  # not Linux: the cores alone decide
+    return max(1, jobs)
 
 
 def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs: int | None = None,
