@@ -29,9 +29,9 @@ agree.
 from __future__ import annotations
 
 import ast
-import builtins
 import functools
 import importlib
+import re
 from dataclasses import dataclass, field
 
 from course_runtime.errors import advice, shortcut_message
@@ -173,7 +173,7 @@ def _bindings(source: str) -> dict[str, str]:
     """Names bound by the imports of a piece of source: ``{"F": "torch.nn.functional", ...}``."""
     tree = _parse(source)
     found: dict[str, str] = {}
-    for node in ast.walk(tree) if tree else ():
+    for node in ast.walk(tree) if isinstance(tree, ast.Module) else ():
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
@@ -208,7 +208,7 @@ def read_policy(plan: NotebookPlan) -> Policy:
             if since_last_test:
                 current, since_last_test = since_last_test, []
             tree = _parse(cell.source)
-            if tree is None:
+            if not isinstance(tree, ast.Module):
                 continue
             for statement in tree.body:
                 if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
@@ -233,15 +233,37 @@ def read_policy(plan: NotebookPlan) -> Policy:
 # --- Judging learner code --------------------------------------------------------------------------
 
 
-def _parse(source: str) -> ast.Module | None:
-    """The syntax tree of a cell, IPython syntax turned into the calls it stands for (so that a magic
-    shows up as ``get_ipython()``); None when the cell does not parse (it then fails when run)."""
-    from IPython.core.inputtransformer2 import TransformerManager
+# IPython syntax: a line magic, a shell escape or a cell magic, on its own or assigned to a name.
+_MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?:(?P<target>[A-Za-z_][\w, ]*)=[ \t]*)?(?:%|!)")
 
+
+def _python_source(source: str) -> str:
+    """A cell's source with every IPython magic or shell line replaced by the call it stands for,
+    ``get_ipython()`` (line numbers kept), so that the rules see it as dynamic code. Done here, not
+    with IPython's own transformer, so that a learner's ``validate`` needs nothing beyond the base
+    dependencies."""
+    lines = source.split("\n")
+    if lines and lines[0].lstrip().startswith("%%"):
+        return "\n".join(["get_ipython()"] + [""] * (len(lines) - 1))
+    out = []
+    for line in lines:
+        match = _MAGIC_LINE.match(line)
+        if match:
+            target = f"{match['target'].strip()} = " if match["target"] else ""
+            line = f"{match['indent']}{target}get_ipython()"
+        out.append(line)
+    return "\n".join(out)
+
+
+def _parse(source: str) -> ast.Module | SyntaxError:
+    """The syntax tree of a cell (magics as ``get_ipython()``), or the SyntaxError that stops it: a cell
+    that is not Python (IPython would still run some, such as ``>>>`` prompt lines) is not run."""
     try:
-        return ast.parse(TransformerManager().transform_cell(source))
-    except (SyntaxError, ValueError):
-        return None
+        return ast.parse(_python_source(source))
+    except SyntaxError as error:
+        return error
+    except ValueError as error:                          # e.g. a null byte in the source
+        return SyntaxError(str(error))
 
 
 def _root(dotted: str) -> str:
@@ -505,14 +527,17 @@ def check_cells(policy: Policy, cells: list[tuple[str | None, str]]) -> dict[int
         For each index of ``cells`` that breaks a rule, its violations, in line order.
     """
     trees = [_parse(source) for _, source in cells]
-    parsed = [tree for tree in trees if tree is not None]
+    parsed = [tree for tree in trees if isinstance(tree, ast.Module)]
     own = _own_names(parsed)
     aliases = _aliases(policy, parsed)
     own -= {name for name in own if name in aliases and aliases[name] != policy.provided.get(name)}
     found: dict[int, list[Violation]] = {}
     everywhere = _Forbidden(policy.everywhere)
     for index, ((key, _), tree) in enumerate(zip(cells, trees)):
-        if tree is None:
+        if isinstance(tree, SyntaxError):
+            found[index] = [Violation(tree.lineno or 1, "not Python",
+                                      f"the cell does not parse as Python ({tree.msg}); fix the syntax "
+                                      "(IPython magics and `>>>` prompts are not allowed in graded code)")]
             continue
         names = policy.forbidden.get(key, {}) if key is not None else None
         checker = _Checker(policy, _Forbidden(names) if names is not None else everywhere, aliases, own)

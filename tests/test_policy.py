@@ -55,6 +55,10 @@ def test_a_switched_off_built_in_is_caught_by_any_name(source):
     ("def stable_softmax(s, dim=-1):\n    return getattr(torch, 'soft' + 'max')(s, dim)", "dynamic code"),
     ("g = globals()", "dynamic code"),
     ("%time x = 1", "dynamic code"),
+    ("%%bash\necho hi", "dynamic code"),
+    ("files = !ls /", "dynamic code"),
+    (">>> exec('1')", "not Python"),                # IPython strips prompts; the grader does not run it
+    ("def f(:\n    pass", "not Python"),
     ("import threading\nthreading.Thread(target=print).start()", "module not allowed"),
     ("import concurrent.futures", "module not allowed"),
     ("import ctypes", "module not allowed"),
