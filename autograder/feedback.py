@@ -159,8 +159,9 @@ def with_instructor_section(page: str, section: str) -> str:
 
 
 def _markdown(text: str, *, trusted: bool) -> str:
-    """Markdown as HTML; math is kept as its TeX source (escaped), marked ``class="math"``. Pages carry
-    no script at all, so no MathJax: a page must be safe to open whatever a learner wrote.
+    """Markdown as HTML, math as MathML (which browsers draw without any script: pages carry none, so
+    that a page is safe to open whatever a learner wrote); math that cannot be converted stays as its
+    escaped TeX source, marked ``class="math"``.
 
     ``trusted`` (the course's own cells): raw HTML such as ``<details>`` is kept. Otherwise (a
     learner's written answer) every tag is escaped, unsafe links (``javascript:`` ...) are dropped by
@@ -174,7 +175,24 @@ def _markdown(text: str, *, trusted: bool) -> str:
     if not trusted:
         rendered = re.sub(r"<img\b[^>]*?\balt=\"([^\"]*)\"[^>]*>", r"\1", rendered)
         rendered = re.sub(r"<img\b[^>]*>", "", rendered)
-    return rendered
+    return _MATH.sub(_mathml, rendered)
+
+
+# What the Markdown renderer makes of $...$ and $$...$$ (the TeX inside is HTML-escaped).
+_MATH = re.compile(r"<(?P<tag>span|div) class=\"math\">(?:\\\((?P<inline>.*?)\\\)|\$\$(?P<block>.*?)\$\$)</(?P=tag)>",
+                   re.DOTALL)
+
+
+def _mathml(match: re.Match) -> str:
+    """One formula as MathML (``latex2mathml``, whose output is built as XML, so nothing of the TeX can
+    become markup); the escaped TeX when the formula uses something it does not know."""
+    tex = html.unescape(match["inline"] if match["inline"] is not None else match["block"]).strip()
+    try:
+        from latex2mathml.converter import convert
+
+        return convert(tex, display="inline" if match["inline"] is not None else "block")
+    except Exception:              # not installed, or TeX it cannot convert: show the source
+        return match.group(0)
 
 
 @lru_cache(maxsize=2)

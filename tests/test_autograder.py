@@ -329,3 +329,12 @@ def test_nbgrader_config_file_puts_folders_in_the_grading_home_or_the_hub_course
     assert (hub_mode.source_directory, hub_mode.release_directory) == ("source", "release")
     assert "submitted_directory" not in hub_mode and "feedback_directory" not in hub_mode  # defaults
     assert hub_mode.db_url == f"sqlite:///{course.resolve() / 'gradebook.db'}"
+
+
+def test_feedback_draws_math_as_mathml_and_never_as_markup():
+    from autograder.feedback import _markdown
+
+    page = _markdown(r"scores $QK^\top / \sqrt{d_k}$ and $$\frac{a}{b}$$ and $x<script>alert(1)</script>$",
+                     trusted=False)
+    assert page.count("<math ") == 3 and "<msqrt>" in page and "<mfrac>" in page
+    assert "<script" not in page.lower()
