@@ -214,7 +214,8 @@ def catalogue_path(docname: str, root: Path = REPO_ROOT) -> Path:
     return root / LOCALE_DIR / f"{docname}.po"
 
 
-def _template(msgids: list[str], location: str, creation_date=None, *, math: list[str] = ()):
+def _template(msgids: list[str], location: str, creation_date=None, *, math: list[str] = (),
+              docstrings: list[str] = ()):
     from babel.messages.catalog import Catalog
 
     catalog = Catalog(locale=LANGUAGE, project="Transformer Core Mechanisms", version="1",
@@ -227,6 +228,10 @@ def _template(msgids: list[str], location: str, creation_date=None, *, math: lis
     for index, phrase in enumerate(math, start=1):
         catalog.add(phrase, locations=[(location, index)], context=MATH_CONTEXT,
                     auto_comments=["A phrase inside a formula (\\text{...}): translate it, or copy it to keep it."])
+    for index, body in enumerate(docstrings, start=1):
+        catalog.add(body, locations=[(location, index)], context=DOCSTRING_CONTEXT,
+                    auto_comments=["The docstring of a function or class the learner writes, as written between its "
+                                   "quotes: keep each line's indentation, parameter names, shapes and code."])
     return catalog
 
 
@@ -264,17 +269,18 @@ def update(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
         ``{docname: {"translated": n, "fuzzy": n, "untranslated": n}}``.
     """
     documents = {page.docname: (messages(page_texts(page)), page.path.relative_to(root).as_posix(),
-                                math_phrases("\n\n".join(page_texts(page))))
+                                math_phrases("\n\n".join(page_texts(page))), solution_docstrings(page))
                  for page in pages(root)}
-    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [])
-    for docname, (msgids, location, math) in documents.items():
+    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [])
+    for docname, (msgids, location, math, docs) in documents.items():
         path = catalogue_path(docname, root)
         if path.exists():
             catalog = read_catalogue(path)
-            catalog.update(_template(msgids, location, catalog.creation_date, math=math), update_header_comment=False)
+            catalog.update(_template(msgids, location, catalog.creation_date, math=math, docstrings=docs),
+                           update_header_comment=False)
             catalog.obsolete.clear()          # a removed paragraph's translation is dropped, not kept
         else:
-            catalog = _template(msgids, location, math=math)
+            catalog = _template(msgids, location, math=math, docstrings=docs)
         write_catalogue(catalog, path)
     update_runtime(root)
     return status(root)
@@ -296,7 +302,8 @@ def status(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
 
 def translations(docname: str, root: Path = REPO_ROOT, *, context: str | None = None) -> dict[str, str]:
     """English -> Chinese, for the finished (not fuzzy, not empty) messages of a page: its blocks,
-    or with ``context=MATH_CONTEXT`` the phrases inside its formulas."""
+    with ``context=MATH_CONTEXT`` the phrases inside its formulas, with ``context=DOCSTRING_CONTEXT``
+    the docstrings of its solution cells."""
     path = catalogue_path(docname, root)
     if not path.exists():
         return {}
@@ -416,6 +423,108 @@ def translate_math(text: str, table: dict[str, str]) -> str:
     return _MATH_TEXT.sub(swap, text)
 
 
+DOCSTRING_CONTEXT = "docstring"
+_STRING_LITERAL = re.compile(r"([rRuU]?)(\"\"\"|'''|\"|')(.*)\2", re.DOTALL)
+
+
+def _fits_quotes(body: str, quote: str) -> bool:
+    """Whether ``body`` between ``quote`` and ``quote`` is a literal whose value is ``body``: it holds
+    no backslash, no newline inside one-quote strings, and cannot end the literal early."""
+    if "\\" in body or (len(quote) == 1 and "\n" in body):
+        return False
+    return quote not in body if len(quote) == 1 else quote not in body and not body.endswith(quote[0])
+
+
+def _docstring_spans(source: str) -> list[tuple[int, int, str]]:
+    """Where the docstrings of the functions and classes of a code cell lie: ``(start, end, quote)``
+    with the offsets in ``source`` of each one's text between its quotes (prefix and quotes
+    excluded), in order. A docstring written as several literals or with escapes is left out."""
+    import ast
+
+    tree = _parse_code(source)
+    if tree is None:
+        return []
+    lines = source.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+
+    def offset(lineno: int, col: int) -> int:          # ast columns count UTF-8 bytes
+        return starts[lineno - 1] + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8"))
+
+    spans = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not node.body:
+            continue
+        first = node.body[0]
+        if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)):
+            continue
+        start = offset(first.value.lineno, first.value.col_offset)
+        end = offset(first.value.end_lineno, first.value.end_col_offset)
+        literal = _STRING_LITERAL.fullmatch(source[start:end])
+        if literal and _fits_quotes(literal.group(3), literal.group(2)):
+            inner = start + len(literal.group(1)) + len(literal.group(2))
+            spans.append((inner, inner + len(literal.group(3)), literal.group(2)))
+    return sorted(spans)
+
+
+def docstrings(source: str) -> list[str]:
+    r"""The docstrings of the functions and classes of a code cell, exactly as written between their
+    quotes (the indentation of their lines kept), so that a translation replaces them in place.
+
+    Example:
+        >>> docstrings("def f(x):\n    '''Double x.\n\n    Args:\n        x: a tensor.\n    '''\n    return 2 * x")
+        ['Double x.\n\n    Args:\n        x: a tensor.\n    ']
+    """
+    return [source[start:end] for start, end, _ in _docstring_spans(source)]
+
+
+def _replace_docstrings(source: str, replace) -> str:
+    """``source`` with each docstring's text replaced by ``replace(text, quote)``."""
+    out, last = [], 0
+    for start, end, quote in _docstring_spans(source):
+        out += [source[last:start], replace(source[start:end], quote)]
+        last = end
+    return "".join(out) + source[last:]
+
+
+def without_docstrings(source: str) -> str:
+    """A code cell with the text of its docstrings taken out (the quotes stay): what must be the same
+    in both editions."""
+    return _replace_docstrings(source, lambda body, quote: "")
+
+
+def translate_docstrings(source: str, table: dict[str, str]) -> str:
+    """A code cell with each docstring that has a translation in ``table`` replaced by it, in place
+    (the cell's quotes, the translation's indentation); no other character of the cell changes.
+
+    Raises:
+        ValueError: a translation would end or change the docstring's literal (it holds the cell's
+            quotes, a backslash, or ends with a quote); fix that msgstr in the catalogue.
+    """
+    def swap(body: str, quote: str) -> str:
+        chinese = table.get(body, body)
+        if chinese != body and not _fits_quotes(chinese, quote):
+            raise ValueError(f"the translation of the docstring {body.splitlines()[0][:60]!r} would change the "
+                             f"code: it holds {quote} or a backslash, or ends with {quote[0]}; fix its msgstr")
+        return chinese
+    return _replace_docstrings(source, swap)
+
+
+def solution_docstrings(page: Page) -> list[str]:
+    """The distinct docstrings of a notebook's solution cells (nbgrader ``solution: true``): the
+    functions and classes a learner writes, in order."""
+    if not page.is_notebook:
+        return []
+    found: dict[str, None] = {}
+    for cell in read_notebook(page.path).cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+            for body in docstrings(cell.source):
+                found.setdefault(body, None)
+    return list(found)
+
+
 def _zh_links(text: str, root: Path) -> str:
     """Point Colab links at the Chinese notebooks (``zh/<path>``), which exist for every page."""
     def swap(match: re.Match) -> str:
@@ -426,11 +535,13 @@ def _zh_links(text: str, root: Path) -> str:
 
 def rendered(root: Path = REPO_ROOT) -> dict[Path, str]:
     """Every file of the Chinese book (under ``zh/``) and its content, from the English pages and the
-    catalogues: markdown translated block by block (untranslated blocks stay English), code copied."""
+    catalogues: markdown translated block by block (untranslated blocks stay English), code copied
+    with the docstrings of the learner's functions and classes translated."""
     files = {}
     for page in pages(root):
         table = translations(page.docname, root)
         math = translations(page.docname, root, context=MATH_CONTEXT)
+        docs = translations(page.docname, root, context=DOCSTRING_CONTEXT)
         target = root / ZH_ROOT / page.path.relative_to(root)
         if page.is_notebook:
             nb = copy.deepcopy(read_notebook(page.path))
@@ -438,6 +549,8 @@ def rendered(root: Path = REPO_ROOT) -> dict[Path, str]:
             for cell in nb.cells:
                 if cell.cell_type == "markdown":
                     cell.source = _zh_links(translate_text(cell.source, table, math), root)
+                elif cell.cell_type == "code" and docs:
+                    cell.source = translate_docstrings(cell.source, docs)
             files[target] = dumps_normalized(repoint_notebook(nb, root))   # the setup cell says Chinese
         else:
             files[target] = _zh_links(translate_text(page.path.read_text(encoding="utf-8"), table, math), root)
@@ -610,7 +723,8 @@ def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...]
 
 
 def code_cells_match(root: Path = REPO_ROOT) -> list[str]:
-    """Pages whose Chinese notebook's code cells differ from the English ones (should be none)."""
+    """Pages whose Chinese notebook's code cells differ from the English ones (should be none),
+    the text of their docstrings (translated) left out of the comparison."""
     problems = []
     for page in pages(root):
         if not page.is_notebook:
@@ -623,7 +737,7 @@ def code_cells_match(root: Path = REPO_ROOT) -> list[str]:
         chinese = [(c.cell_type, c.source) for c in read_notebook(target).cells if c.cell_type != "markdown"]
         zh_setup = setup_cell_source(root, LANGUAGE)     # the one line the editions' code may differ in
         chinese = [(kind, setup_cell_source(root) if source == zh_setup else source) for kind, source in chinese]
-        if english != chinese:
+        if [(k, without_docstrings(s)) for k, s in english] != [(k, without_docstrings(s)) for k, s in chinese]:
             problems.append(f"{target.relative_to(root)}: its code cells differ from {page.path.relative_to(root)}")
     return problems
 

@@ -355,3 +355,82 @@ def test_a_chinese_exercise_that_fails_a_visible_test_says_why_in_chinese(tmp_pa
     ok, lines = validate(path, root=ROOT)
     failure = next(line for line in lines if line.startswith("FAILED  test_attention_scores"))
     assert not ok and re.search(r"[\u4e00-\u9fff]", failure), failure
+
+
+# --- The learner's docstrings in Chinese -----------------------------------------------------------
+
+SOLUTION = ('def attention_scores(q, k):\n    """Scaled dot products of every query with every key.\n\n'
+            '    Args:\n        q: queries, shape (..., T_q, d_k).\n\n    Returns:\n        scores, shape (..., T_q, T_k).\n'
+            '    """\n    # YOUR CODE HERE\n    raise NotImplementedError("replace this line with your code")\n\n\n'
+            "class Cache:\n    '''Keys and values (\"kv\").'''\n\n    def reset(self):\n        r\"\"\"Forget.\"\"\"\n")
+SOLUTION_ZH = {"Scaled dot products of every query with every key.\n\n    Args:\n        q: queries, shape (..., T_q, d_k).\n\n"
+               "    Returns:\n        scores, shape (..., T_q, T_k).\n    ":
+               "每个查询与每个键的缩放点积。\n\n    参数：\n        q：查询，形状 (..., T_q, d_k)。\n\n"
+               "    返回：\n        scores，形状 (..., T_q, T_k)。\n    ",
+               'Keys and values ("kv").': '键和值（"kv"）。', "Forget.": "清空。"}
+
+
+def test_docstrings_are_found_as_written_and_replaced_in_place():
+    import ast
+
+    assert i18n.docstrings(SOLUTION) == list(SOLUTION_ZH)
+    chinese = i18n.translate_docstrings(SOLUTION, SOLUTION_ZH)
+    tree = ast.parse(chinese)
+    assert [ast.get_docstring(n, clean=False) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))] == [
+        SOLUTION_ZH[d] for d in i18n.docstrings(SOLUTION)]
+    assert "    '''键和值（\"kv\"）。'''" in chinese and '        r"""清空。"""' in chinese, "quotes and prefixes stay"
+    assert i18n.without_docstrings(chinese) == i18n.without_docstrings(SOLUTION)
+    assert i18n.without_docstrings(SOLUTION).count('""""""') == 2, "the quotes stay, the text goes"
+    with pytest.raises(ValueError, match="would change the code"):
+        i18n.translate_docstrings(SOLUTION, {"Forget.": '清空"""; import os; """'})
+
+
+def _exercise_course(root: Path) -> Path:
+    root = _mini_course(root)
+    nb = read_notebook(root / "book" / "ch.ipynb")
+    cell = nbformat.v4.new_code_cell(SOLUTION)
+    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "locked": False, "grade_id": "scores",
+                                 "schema_version": 3}
+    nb.cells.insert(2, cell)
+    nb.cells.insert(3, nbformat.v4.new_code_cell('def helper():\n    """Not the learner\'s: not a message."""\n'))
+    (root / "book" / "ch.ipynb").write_text(dumps_normalized(nb), encoding="utf-8")
+    return root
+
+
+def test_solution_docstrings_are_messages_and_the_chinese_notebook_shows_them_translated(tmp_path):
+    import ast
+
+    root = _exercise_course(tmp_path)
+    i18n.update(root)
+    path = i18n.catalogue_path("book/ch", root)
+    catalog = i18n.read_catalogue(path)
+    held = [m.id for m in catalog if m.context == i18n.DOCSTRING_CONTEXT]
+    assert held == list(SOLUTION_ZH), "one entry per docstring of the solution cells, as written"
+    for message in catalog:
+        if message.context == i18n.DOCSTRING_CONTEXT:
+            message.string = SOLUTION_ZH[message.id]
+    i18n.write_catalogue(catalog, path)
+    i18n.build(root)
+    chinese = read_notebook(root / "zh" / "book" / "ch.ipynb")
+    cell = chinese.cells[2]
+    ast.parse(cell.source)
+    assert "    参数：\n        q：查询，形状 (..., T_q, d_k)。" in cell.source and "Scaled dot" not in cell.source
+    assert cell.source.endswith('raise NotImplementedError("replace this line with your code")\n\n\n'
+                                "class Cache:\n    '''键和值（\"kv\"）。'''\n\n    def reset(self):\n        r\"\"\"清空。\"\"\"\n")
+    assert "Not the learner's" in chinese.cells[3].source
+    assert i18n.code_cells_match(root) == [] and i18n.stale_outputs(root) == []
+    # Any other change of a cell that has translated docstrings is still a difference.
+    chinese.cells[2].source = cell.source.replace("raise NotImplementedError", "raise RuntimeError")
+    (root / "zh" / "book" / "ch.ipynb").write_text(dumps_normalized(chinese), encoding="utf-8")
+    assert i18n.code_cells_match(root) == ["zh/book/ch.ipynb: its code cells differ from book/ch.ipynb"]
+
+
+def test_the_chinese_exercises_have_chinese_docstrings_and_still_parse():
+    import ast
+
+    for path in sorted((ROOT / "zh" / "exercises").rglob("*.ipynb")):
+        for cell in read_notebook(path).cells:
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
+                ast.parse(cell.source)
+                for body in i18n.docstrings(cell.source):
+                    assert re.search(r"[\u4e00-\u9fff]", body), f"{path.relative_to(ROOT)}: English docstring {body[:60]!r}"
