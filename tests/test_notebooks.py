@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import run_once
 
+from autograder import i18n
 from autograder.course import generate, list_assignments
 from autograder.batch import grade
 from autograder.notebooks import (REPO_ROOT, convention_problems, dumps_normalized, has_outputs,
@@ -57,11 +58,12 @@ def test_exercises_are_in_sync_with_solutions(assignment, tmp_path):
         f"exercises/{assignment} is out of date with solutions/{assignment}; run `make exercises`")
 
 
-def _with_answers(exercise: Path, solution: Path) -> str:
-    """``exercise`` with each solution cell's source taken from ``solution`` (matched by grade id):
-    what a learner who worked in that notebook hands in."""
-    answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in read_notebook(solution).cells
-               if cell.metadata.get("nbgrader", {}).get("solution")}
+def _with_answers(exercise: Path, solution: Path, docstrings: dict[str, str] | None = None) -> str:
+    """``exercise`` with each solution cell's source taken from ``solution`` (matched by grade id), its
+    docstrings translated with ``docstrings`` (the Chinese edition's): what a learner who worked in
+    that notebook hands in."""
+    answers = {cell.metadata["nbgrader"]["grade_id"]: i18n.translate_docstrings(cell.source, docstrings or {})
+               for cell in read_notebook(solution).cells if cell.metadata.get("nbgrader", {}).get("solution")}
     nb = read_notebook(exercise)
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -85,7 +87,10 @@ def round_trip(request, tmp_path_factory):
         for notebook in (ROOT / "zh" / "exercises" / assignment).glob("*.ipynb"):
             target = work / "submissions" / "zh-solution" / assignment / notebook.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(_with_answers(notebook, ROOT / "solutions" / assignment / notebook.name),
+            docstrings = i18n.translations(f"exercises/{assignment}/{notebook.stem}", ROOT,
+                                           context=i18n.DOCSTRING_CONTEXT)
+            assert docstrings, f"the Chinese {assignment} has no translated docstrings"
+            target.write_text(_with_answers(notebook, ROOT / "solutions" / assignment / notebook.name, docstrings),
                               encoding="utf-8")
         results = grade(work / "submissions", assignment, work / "out", root=ROOT, progress=False)
         hand = _grade_by_hand(work / "out")
