@@ -29,7 +29,8 @@ site-assets: setup
 	$(PY) site/fetch_assets.py
 
 # The English site in _build/html, then the Chinese one in _build/html/zh from zh/ (regenerated from
-# the English pages and locales/; its chapters reuse the English execution cache, so nothing runs twice).
+# the English pages and locales/; its chapters run again in Chinese (figures, widgets) with their own
+# execution cache, so a rebuild with unchanged code runs nothing).
 book: setup exercises site-assets
 	$(PY) -m autograder i18n build
 	$(VENV)/bin/jupyter-book build . --warningiserror --keep-going
