@@ -50,12 +50,14 @@ import sys
 
 SOCKET_NAME = "forkserver.sock"
 READY = "autograder fork server: ready"
-# What the server loads and warms before forking (every kernel imports these before learner code).
-# ipykernel's own start loads the kernel class, the debugger (debugpy: 0.4 s), the shell, sqlite3
-# for the history and pdb; the notebooks import torch, the course runtime and pyplot.
+# What the server loads and warms before forking: what every kernel imports before learner code
+# (the server does not start without it). ipykernel's own start loads the kernel class, the
+# debugger (debugpy: 0.4 s), the shell, sqlite3 for the history and pdb; the notebooks import
+# torch, the course runtime and pyplot (with its font list: 1 to 3 s per cold kernel).
 WARM_IMPORTS = ("torch", "torch.nn", "torch.nn.functional", "ipykernel.kernelapp", "ipykernel.ipkernel",
-                "ipykernel.debugger", "ipykernel.zmqshell", "sqlite3", "pdb", "course_runtime.agent",
-                "course_runtime.testing", "course_runtime.device", "course_runtime.viz", "matplotlib.pyplot")
+                "ipykernel.zmqshell", "course_runtime.agent", "course_runtime.testing", "course_runtime.device")
+# Loaded when installed (a kernel without them imports nothing of them either).
+WARM_IF_INSTALLED = ("ipykernel.debugger", "sqlite3", "pdb", "course_runtime.viz", "matplotlib.pyplot")
 # The names the server's own modules get in it (loaded from their files, not through the
 # ``autograder`` package, so that the grading package is not in the kernels' ``sys.modules``).
 SERVER_MODULES = ("_autograder_sandbox", "_autograder_forkserver")
@@ -70,6 +72,9 @@ SERVER_BOOTSTRAP = (
     "_load('_autograder_forkserver', sys.argv[3]).serve(sys.argv[1])\n"
 )
 START_TIMEOUT_S = 300.0
+# How a relay ends when the server went away without telling how its kernel ended: a signal, which
+# a kernel's own exit (relayed as a status) can never produce, so the grader tells the two apart.
+SERVER_LOST = signal.SIGUSR2
 
 
 # --- The relay: jupyter_client's "kernel process" -------------------------------------------------
@@ -114,7 +119,10 @@ def relay(socket_path: str, spec_path: str, connection_file: str) -> None:
         last = {}
     ended[0] = True
     code = last.get("exit")
-    os._exit(code if type(code) is int and 0 <= code < 256 else 128 + signal.SIGKILL)
+    if type(code) is not int or not 0 <= code < 256:
+        signal.signal(SERVER_LOST, signal.SIG_DFL)
+        os.kill(os.getpid(), SERVER_LOST)
+    os._exit(code)
 
 
 # --- The server ---------------------------------------------------------------------------------
@@ -127,6 +135,11 @@ def _warm() -> None:
 
     for name in WARM_IMPORTS:
         importlib.import_module(name)
+    for name in WARM_IF_INSTALLED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
     import torch
 
     from course_runtime.testing import forbid_shortcuts
@@ -195,18 +208,21 @@ def serve(folder: str) -> None:
             for kernel in kernels.values():
                 _kill(kernel)
             os._exit(0)
-        if listener in readable:
-            _accept(listener, sandbox, kernels, relays)
-        for fd in readable:
-            if fd in relays:
-                kernel = relays.pop(fd)
-                kernel.relay.close()
-                if kernel.exited:
-                    _reap(kernel, kernels)
-                else:
-                    _kill(kernel)  # the relay is gone (jupyter_client killed it): so is the kernel
-            elif fd in kernels:
-                _ended(kernels[fd], kernels, relays)
+        for ready in readable:
+            try:
+                if ready is listener:
+                    _accept(listener, sandbox, kernels, relays)
+                elif ready in relays:
+                    kernel = relays.pop(ready)
+                    kernel.relay.close()
+                    if kernel.exited:
+                        _reap(kernel, kernels)
+                    else:
+                        _kill(kernel)  # the relay is gone (jupyter_client killed it): so is the kernel
+                elif ready in kernels:
+                    _ended(kernels[ready], kernels, relays)
+            except OSError as error:  # one kernel's trouble (e.g. no process left to fork) is not all kernels'
+                print(f"autograder fork server: {type(error).__name__}: {error}", file=sys.stderr, flush=True)
 
 
 def _kill(kernel: _Kernel) -> None:
@@ -279,7 +295,14 @@ def _accept(listener: socket.socket, sandbox, kernels: dict, relays: dict) -> No
         return
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as error:
+        connection.sendall(json.dumps({"error": f"fork failed: {error}"}).encode() + b"\n")
+        connection.close()
+        for fd in fds:
+            os.close(fd)
+        return
     if pid == 0:
         _child(sandbox, spec, connection_file, fds, [listener, connection, *(k.relay for k in relays.values())])
     for fd in fds:

@@ -73,6 +73,11 @@ class KernelStopped(Exception):
     """The kernel is gone (or was stopped); the message says why, for the learner."""
 
 
+class ForkServerLost(RuntimeError):
+    """The fork server stopped while its kernel ran: the grader failed, not the submission (the batch
+    reports an internal error, and the next run grades the submission again)."""
+
+
 class AgentError(Exception):
     """A request to the grading agent got no usable answer; the message says why.
 
@@ -389,6 +394,9 @@ class SandboxedKernel:
                 msg = await self.kc.shell_channel.get_msg(timeout=min(1.0, remaining))
             except Empty:
                 if not await self._alive():
+                    process = getattr(getattr(self.km, "provisioner", None), "process", None)
+                    if self.warm and process is not None and process.poll() == -forkserver.SERVER_LOST:
+                        raise ForkServerLost("the grader's fork server stopped while the kernel ran") from None
                     raise KernelStopped(self.exit_reason()) from None
                 continue
             except asyncio.CancelledError:

@@ -214,3 +214,20 @@ def test_nothing_outlives_a_grader_that_is_killed(tmp_path):
     while time.monotonic() < deadline and any(map(_running, processes)):
         time.sleep(0.1)
     assert not [pid for pid in processes if _running(pid)], "every process of the grader's kernels ended with it"
+
+
+def test_a_fork_server_that_dies_is_the_graders_failure_and_the_next_kernel_gets_a_new_one(tmp_path):
+    from autograder.runner import ForkServerLost
+
+    async def run() -> str:
+        kernel = SandboxedKernel(tmp_path / "a", LIMITS, 0, warm=True)
+        await kernel.start()
+        try:
+            FORK_SERVER.process.kill()  # e.g. the out-of-memory killer
+            with pytest.raises(ForkServerLost):
+                await kernel.run("import time; time.sleep(30)", 60)
+        finally:
+            await kernel.stop()
+        return (await _session(tmp_path / "b", ["print('again')"], warm=True))[0]
+
+    assert asyncio.run(run()).strip() == "again"
