@@ -122,7 +122,8 @@ def _module_attributes(value: object) -> dict | None:
         if klass is not torch.nn.Module and klass is not object:
             namespace = _TYPE_DICT(klass)
             for hook in _LOOKUP_HOOKS:
-                if hook in namespace and not (hook == "__dict__" and type(namespace[hook]) is types.GetSetDescriptorType):
+                standard = hook == "__dict__" and type(namespace.get(hook)) is types.GetSetDescriptorType
+                if hook in namespace and not standard:
                     return None
     instance = object.__getattribute__(value, "__dict__")
     if type(instance) is not dict:

@@ -166,7 +166,8 @@ GRADER = textwrap.dedent("""\
     async def main():
         kernel = SandboxedKernel(Path(sys.argv[1]), Limits(startup_timeout=120), 0, warm=True)
         await kernel.start()
-        await kernel.run("import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])", 30)
+        await kernel.run("import subprocess, sys\\n"
+                         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])", 30)
         print(json.dumps({"server": FORK_SERVER.process.pid, "relay": kernel.km.provisioner.process.pid}), flush=True)
         time.sleep(600)
 
