@@ -300,7 +300,6 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                 continue
             pending.append((submission, plan, path))
         if pending:
-            _preflight({id(plan): plan for _, plan, _ in pending}.values(), tmp / "preflight", limits)
             try:
                 results += asyncio.run(_grade_pending(pending, out_dir, tmp, limits, jobs, catalogue_ids,
                                                       progress))
@@ -342,8 +341,9 @@ def merge_hand_scores(out_dir: Path, manual_path: Path | None):
     return merged
 
 
-def _preflight(plans, workdir: Path, limits: Limits) -> None:
-    """Start one kernel per assignment the way grading will and run its imports, before any submission.
+async def _preflight(plans, workdir: Path, limits: Limits) -> None:
+    """Start one kernel per assignment the way grading will and run its imports, before any submission
+    (while the job slots' referees start, which takes as long).
 
     Raises:
         UsageError: with the cause and the fix on one line, when the kernel cannot (e.g. this Python's
@@ -355,7 +355,7 @@ def _preflight(plans, workdir: Path, limits: Limits) -> None:
     for index, plan in enumerate(plans):
         imports = [statement for notebook in plan.notebooks.values() for statement in notebook.imports]
         try:
-            asyncio.run(preflight(workdir / str(index), limits, kernel_library(plan), imports))
+            await preflight(workdir / str(index), limits, kernel_library(plan), imports)
         except PreflightError as error:
             raise UsageError(f"{plan.name}: {error}") from None
 
@@ -386,6 +386,8 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
         bar.update()
 
     try:
+        plans = {id(plan): plan for _, plan, _ in pending}.values()
+        await asyncio.gather(_preflight(plans, tmp / "preflight", limits), *(r.prepare() for r in referees))
         await asyncio.gather(*(one(i, *task) for i, task in enumerate(pending)))
     finally:
         bar.close()
