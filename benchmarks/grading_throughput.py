@@ -15,6 +15,7 @@ grading agent per submission. ``--record`` appends it to ``benchmarks/results/gr
 
     python benchmarks/grading_throughput.py                         # 8 copies of 02-self-attention
     python benchmarks/grading_throughput.py --jobs 1 2 3 4 --cold   # also cold kernels, several --jobs
+    python benchmarks/grading_throughput.py --rounds 3              # alternate the graders three times
     FULL_CLASS=1 python benchmarks/grading_throughput.py            # a class of 300, this grader only
 """
 
@@ -102,15 +103,23 @@ def nbgrader(notebook: Path, copies: int, course: Path, assignment: str) -> dict
             "requests": None}
 
 
-def table(rows: list[dict], reference: dict | None) -> str:
-    lines = ["| grader | jobs | wall time | submissions per minute | requests per submission | time / nbgrader's |",
-             "|---|---|---|---|---|---|"]
-    for row in rows:
-        ratio = f"{row['wall'] / reference['wall']:.2f}" if reference else "-"
-        jobs = f"{row['jobs']}{' (default)' if row['default'] and row['requests'] is not None else ''}"
-        requests = "-" if row["requests"] is None else f"{row['requests']:.0f}"
-        lines.append(f"| {row['grader']} | {jobs} | {row['wall']:.1f} s | {60 * row['count'] / row['wall']:.1f} "
-                     f"| {requests} | {ratio} |")
+def table(rounds: list[tuple[list[dict], dict | None]]) -> str:
+    """One row per measurement; each ratio is to nbgrader's time in the same round."""
+    lines = ["| round | grader | jobs | wall time | submissions per minute | requests per submission "
+             "| time / nbgrader's |", "|---|---|---|---|---|---|---|"]
+    for number, (rows, reference) in enumerate(rounds, 1):
+        for row in rows:
+            ratio = f"{row['wall'] / reference['wall']:.2f}" if reference else "-"
+            jobs = f"{row['jobs']}{' (default)' if row['default'] and row['requests'] is not None else ''}"
+            requests = "-" if row["requests"] is None else f"{row['requests']:.0f}"
+            lines.append(f"| {number} | {row['grader']} | {jobs} | {row['wall']:.1f} s "
+                         f"| {60 * row['count'] / row['wall']:.1f} | {requests} | {ratio} |")
+    measured = [(rows[0], reference) for rows, reference in rounds if reference and rows[0]["requests"] is not None]
+    if len(measured) > 1:
+        ours_total = sum(row["wall"] for row, _ in measured)
+        theirs = sum(reference["wall"] for _, reference in measured)
+        lines.append(f"\nOver {len(measured)} rounds: this grader {ours_total:.1f} s, nbgrader {theirs:.1f} s, "
+                     f"ratio {ours_total / theirs:.2f}.")
     return "\n".join(lines)
 
 
@@ -122,35 +131,40 @@ def main() -> None:
                         help="this grader's --jobs values to measure (default: its default)")
     parser.add_argument("--cold", action="store_true", help="also grade with cold kernels (no fork server)")
     parser.add_argument("--no-nbgrader", action="store_true", help="skip nbgrader (default with FULL_CLASS=1)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat, alternating which grader goes first (on a shared machine the load drifts)")
     parser.add_argument("--record", action="store_true", help=f"append the table to {RESULTS.relative_to(REPO_ROOT)}")
     args = parser.parse_args()
     full_class = os.environ.get("FULL_CLASS") == "1"
     copies = args.copies or (300 if full_class else 8)
     notebook = next((REPO_ROOT / "solutions" / args.assignment).glob("*.ipynb"))
-    rows = []
-    reference = None
+    rounds: list[tuple[list[dict], dict | None]] = []
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="grading-bench-") as tmp:
         subs = Path(tmp) / "subs"
         for index in range(copies):
             (subs / f"learner{index:03d}").mkdir(parents=True)
             shutil.copy(notebook, subs / f"learner{index:03d}" / notebook.name)
-        for index, jobs in enumerate(args.jobs):  # a value given twice is measured twice, interleaved
-            rows.append(ours(subs, Path(tmp) / f"out-warm-{index}", args.assignment, jobs, cold=False))
-            if args.cold:
-                rows.append(ours(subs, Path(tmp) / f"out-cold-{index}", args.assignment, jobs, cold=True))
-        if not (args.no_nbgrader or full_class):
-            reference = nbgrader(notebook, copies, Path(tmp) / "nbgrader-course", args.assignment)
-            rows.append(reference)
+        for number in range(args.rounds):
+            rows: list[dict] = []
+            reference = None
+            if number % 2 and not (args.no_nbgrader or full_class):
+                reference = nbgrader(notebook, copies, Path(tmp) / f"nbgrader-{number}", args.assignment)
+            for index, jobs in enumerate(args.jobs):  # a value given twice is measured twice
+                rows.append(ours(subs, Path(tmp) / f"out-{number}-{index}", args.assignment, jobs, cold=False))
+                if args.cold:
+                    rows.append(ours(subs, Path(tmp) / f"cold-{number}-{index}", args.assignment, jobs, cold=True))
+            if not (number % 2 or args.no_nbgrader or full_class):
+                reference = nbgrader(notebook, copies, Path(tmp) / f"nbgrader-{number}", args.assignment)
+            rounds.append((rows + ([reference] if reference else []), reference))
     header = (f"{copies} copies of `solutions/{args.assignment}` on {os.cpu_count()} cores "
               f"({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d %H:%M')}, load average "
               f"(1 min) {load_before:.1f} before and {os.getloadavg()[0]:.1f} after (the machine is shared):")
-    text = header + "\n\n" + table(rows, reference)
+    text = header + "\n\n" + table(rounds)
     print(text)
     if args.record:
         with open(RESULTS, "a", encoding="utf-8") as file:
             file.write("\n" + text + "\n")
-
 
 if __name__ == "__main__":
     main()
