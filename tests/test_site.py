@@ -364,17 +364,22 @@ def test_page_loads_cleanly(browser, site, visited, stem):
         assert report["article"] > 200, f"{stem}.html shows (almost) no content"
 
 
+def _language_switch_target(browser, url: str) -> str | None:
+    """Where the page's language switch leads, once the page's script has shown it (None if never)."""
+    browser.get(url)
+    for _ in range(50):
+        href = browser.run("const a = document.querySelector('a.course-language-switch');"
+                           "return a && a.offsetParent !== null ? a.href : null;")
+        if href:
+            return href
+        time.sleep(0.1)
+    return None
+
+
 @pytest.mark.parametrize("stem", TOC_PAGES)
 def test_the_language_switch_leads_to_the_same_page_in_the_other_language(browser, site, stem):
     for page, other in ((stem + ".html", ZH + stem + ".html"), (ZH + stem + ".html", stem + ".html")):
-        browser.get(site.url(page))
-        href = None
-        for _ in range(50):
-            href = browser.run("const a = document.querySelector('a.course-language-switch');"
-                               "return a && a.offsetParent !== null ? a.href : null;")
-            if href:
-                break
-            time.sleep(0.1)
+        href = _language_switch_target(browser, site.url(page))
         assert href == site.url(other), f"{page}: the language switch leads to {href}, not {site.url(other)}"
 
 
@@ -614,14 +619,7 @@ def test_chinese_headings_have_the_ids_of_the_english_ones(built_html):
 def test_the_language_switch_keeps_the_section(browser, site, stem):
     section = _section_ids(site.root / (stem + ".html"))[1]
     for page, other in ((stem + ".html", ZH + stem + ".html"), (ZH + stem + ".html", stem + ".html")):
-        browser.get(site.url(page) + "#" + section)
-        href = None
-        for _ in range(50):
-            href = browser.run("const a = document.querySelector('a.course-language-switch');"
-                               "return a && a.offsetParent !== null ? a.href : null;")
-            if href:
-                break
-            time.sleep(0.1)
+        href = _language_switch_target(browser, site.url(page) + "#" + section)
         assert href == site.url(other) + "#" + section, f"{page}#{section}: the switch leads to {href}"
         assert section in _anchors(site.root / other), f"{other} has no section #{section}"
 
