@@ -80,13 +80,17 @@ SERVER_LOST = signal.SIGUSR2
 # --- The relay: jupyter_client's "kernel process" -------------------------------------------------
 
 
-def relay(socket_path: str, spec_path: str, connection_file: str) -> None:
-    """Ask the server to fork the kernel of ``spec_path``; relay signals; exit with its status."""
+def relay(socket_path: str, request: dict) -> None:
+    """Ask the server to fork a kernel (``{"spec": ..., "connection_file": ...}``) or a referee
+    (``{"referee": {...}}``) with this process's standard streams; relay signals; exit with its
+    status."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         server.connect(socket_path)
-        request = json.dumps({"spec": spec_path, "connection_file": connection_file}) + "\n"
-        socket.send_fds(server, [request.encode()], [0, 1, 2])
+        socket.send_fds(server, [(json.dumps(request) + "\n").encode()], [0, 1, 2])
+        quiet = os.open(os.devnull, os.O_RDWR)  # the forked process has the streams now: a pipe's end
+        os.dup2(quiet, 0)                       # held here would hide its end from the grader
+        os.dup2(quiet, 1)
         replies = server.makefile("rb")
         first = json.loads(replies.readline() or b"{}")
     except (OSError, ValueError) as error:
@@ -282,8 +286,12 @@ def _accept(listener: socket.socket, sandbox, kernels: dict, relays: dict) -> No
         request = json.loads(message)
         if uid != os.getuid() or len(fds) != 3:
             raise PermissionError("the request did not come from the grader")
-        spec = sandbox.KernelSpec(**json.loads(open(request["spec"], encoding="utf-8").read()))
-        connection_file = str(request["connection_file"])
+        if "referee" in request:
+            spec, connection_file = dict(request["referee"]), ""
+            spec["memory_mb"], spec["path"] = int(spec["memory_mb"]), str(spec["path"])
+        else:
+            spec = sandbox.KernelSpec(**json.loads(open(request["spec"], encoding="utf-8").read()))
+            connection_file = str(request["connection_file"])
     except (OSError, ValueError, TypeError, KeyError) as error:
         try:
             connection.sendall(json.dumps({"error": f"{type(error).__name__}: {error}"}).encode() + b"\n")
@@ -304,7 +312,10 @@ def _accept(listener: socket.socket, sandbox, kernels: dict, relays: dict) -> No
             os.close(fd)
         return
     if pid == 0:
-        _child(sandbox, spec, connection_file, fds, [listener, connection, *(k.relay for k in relays.values())])
+        held = [listener, connection, *(k.relay for k in relays.values())]
+        if type(spec) is dict:
+            _referee_child(spec, fds, held)
+        _child(sandbox, spec, connection_file, fds, held)
     for fd in fds:
         os.close(fd)
     pidfd = os.pidfd_open(pid)
@@ -338,6 +349,54 @@ def _child(sandbox, spec, connection_file: str, fds: list[int], sockets: list[so
         finally:
             os._exit(1)
     os._exit(1)
+
+
+def _referee_child(spec: dict, fds: list[int], sockets: list[socket.socket]) -> None:
+    """A forked referee (``autograder/referee.py``, trusted: no sandbox): the relay's streams, its
+    memory limit, the grading package on the path, fresh random seeds; never returns."""
+    code = 1
+    try:
+        import importlib.util
+        import random
+        import resource
+
+        for held in sockets:
+            held.detach()
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(3, _max_fd())
+        os.setsid()
+        size = max(spec["memory_mb"], 2048) * 1024 * 1024
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (size, size))
+        except (ValueError, OSError):
+            pass
+        for name in SERVER_MODULES:
+            sys.modules.pop(name, None)
+        sys.path.insert(0, spec["path"])
+        random.seed()
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        sys.stdin = open(0, encoding="utf-8", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        source = importlib.util.spec_from_file_location("_autograder_referee",
+                                                        os.path.join(spec["path"], "autograder", "referee.py"))
+        referee = importlib.util.module_from_spec(source)
+        sys.modules["_autograder_referee"] = referee
+        source.loader.exec_module(referee)
+        referee.main()
+        code = 0
+    except SystemExit as stop:
+        code = stop.code if type(stop.code) is int else 0
+    except BaseException as error:
+        try:
+            print(f"autograder fork server: referee: {type(error).__name__}: {error}", file=sys.__stderr__, flush=True)
+        except BaseException:
+            pass
+    finally:
+        os._exit(code)
 
 
 def _max_fd() -> int:
@@ -428,6 +487,12 @@ class ForkServer:
             self._start(environment)
             return os.path.join(self.folder, SOCKET_NAME) if self.failure is None else None
 
+    def running(self) -> str | None:
+        """The socket of the server if it is running now (this starts nothing), else None."""
+        if self.process is not None and self.process.poll() is None and self.folder is not None:
+            return os.path.join(self.folder, SOCKET_NAME)
+        return None
+
     def _start(self, environment: dict[str, str]) -> None:
         import subprocess
         import tempfile
@@ -484,9 +549,19 @@ def relay_command(socket_path: str, spec_path: str) -> list[str]:
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), socket_path, spec_path, "{connection_file}"]
 
 
+def referee_command(socket_path: str, memory_mb: int) -> list[str]:
+    """The command that starts a referee forked from the server (see :func:`_referee_child`)."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), "--referee", socket_path, str(int(memory_mb)),
+            package_parent]
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) == 5 and sys.argv[1] == "--referee":
+        relay(sys.argv[2], {"referee": {"memory_mb": sys.argv[3], "path": sys.argv[4]}})
+    elif len(sys.argv) == 4:
+        relay(sys.argv[1], {"spec": sys.argv[2], "connection_file": sys.argv[3]})
+    else:
         print("usage: python forkserver.py SOCKET SPEC.json CONNECTION_FILE (started by the grader)",
               file=sys.stderr)
         sys.exit(2)
-    relay(*sys.argv[1:])

@@ -323,10 +323,18 @@ class RefereeProcess:
                 [package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]),
                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
                 "TQDM_DISABLE": "1", "MPLBACKEND": "Agg"}
+            from autograder import forkserver
+            from autograder.runner import FORK_SERVER
+
+            # Forked from the grading run's fork server when it runs (torch and the checks already
+            # loaded: ready in milliseconds, not seconds; see autograder/forkserver.py), else new.
+            server = FORK_SERVER.running()
+            command = (forkserver.referee_command(server, self.memory_mb) if server
+                       else [sys.executable, "-m", "autograder.referee"])
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "autograder.referee", stdin=asyncio.subprocess.PIPE,
+                *command, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
-                limit=2 * wire.MAX_CHARS + 4096, preexec_fn=self._limit_memory)
+                limit=2 * wire.MAX_CHARS + 4096, preexec_fn=None if server else self._limit_memory)
         return self.process
 
     def _limit_memory(self) -> None:

@@ -232,3 +232,29 @@ def test_a_fork_server_that_dies_is_the_graders_failure_and_the_next_kernel_gets
         return (await _session(tmp_path / "b", ["print('again')"], warm=True))[0]
 
     assert asyncio.run(run()).strip() == "again"
+
+
+def test_a_referee_is_forked_from_the_server_outside_the_sandbox_under_its_memory_limit(tmp_path):
+    from autograder.referee import RefereeProcess
+
+    async def run() -> tuple[list[str], dict, float]:
+        await _session(tmp_path / "k", ["pass"], warm=True)  # the server runs; its kernel is gone
+        referee = RefereeProcess(memory_mb=3000)
+        try:
+            start = time.perf_counter()
+            await referee.start_notebook(["import torch", "from course_runtime.testing import check_close"])
+            seconds = time.perf_counter() - start
+            relay = Path(f"/proc/{referee.process.pid}/cmdline").read_bytes().split(b"\0")
+            (forked,) = _descendants(FORK_SERVER.process.pid)
+            status = dict(line.split(":", 1) for line in Path(f"/proc/{forked}/status").read_text().splitlines())
+            limits = Path(f"/proc/{forked}/limits").read_text()
+            return [part.decode() for part in relay], {"uid": status["Uid"].split()[0], "limits": limits}, seconds
+        finally:
+            await referee.close()
+
+    relay, forked, seconds = asyncio.run(run())
+    assert "--referee" in relay, "the referee came from the fork server"
+    assert forked["uid"] == str(os.getuid()), "the referee is the grader's, not a sandboxed learner's"
+    address_space = next(line for line in forked["limits"].splitlines() if line.startswith("Max address space"))
+    assert str(3000 * 1024 * 1024) in address_space
+    assert seconds < 30
