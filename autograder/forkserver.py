@@ -26,6 +26,12 @@ Three kinds of process take part:
   the kernel's exit status, so that ``KernelManager``'s start, interrupt, kill and ``is_alive``
   work unchanged.
 
+The server also forks each job slot's **referee** (``autograder/referee.py``, when the server is
+running): outside the sandbox, as the grader's user, under the referee's memory limit, through a
+relay as well (its stdin/stdout are the grader's pipes). A referee is trusted; it comes from the
+same untouched template as the kernels, which cannot write into it. It is ready in milliseconds
+instead of seconds of importing torch.
+
 Nothing outlives the grader: the server stops, killing its kernels, when its stdin closes (the
 grader holds the only write end, so this happens however the grader ends, ``SIGKILL`` included);
 each forked launcher dies with the server (``PR_SET_PDEATHSIG``), its init with it, and the PID
