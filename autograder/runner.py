@@ -1,7 +1,8 @@
 """Running code in a sandboxed kernel and observing, from outside, how each cell ended.
 
-:class:`SandboxedKernel` starts an IPython kernel through :mod:`autograder.sandbox` and talks to it
-over Unix sockets. :meth:`SandboxedKernel.run` sends one cell and returns a :class:`CellOutcome`:
+:class:`SandboxedKernel` starts an IPython kernel through :mod:`autograder.sandbox` (forked from the
+run's fork server, :data:`FORK_SERVER`, where the platform allows: see :mod:`autograder.forkserver`)
+and talks to it over Unix sockets; :data:`STATS` counts kernels and requests. :meth:`SandboxedKernel.run` sends one cell and returns a :class:`CellOutcome`:
 its status comes from the kernel's ``execute_reply`` (never from printed text), its outputs are
 reduced to text and capped, a cell that outlives its time limit is interrupted (and the kernel
 stopped if it does not respond), and a kernel that dies (``os._exit``, ``exit()``, a crash, the CPU

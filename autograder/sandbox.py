@@ -1,7 +1,10 @@
 """The sandbox every learner's kernel runs in: resource limits and, on Linux as root, isolation.
 
-The grader starts each kernel through ``python -m autograder.sandbox SPEC CONNECTION_FILE``, where
-SPEC is a JSON :class:`KernelSpec`. That launcher applies the limits and then runs ipykernel.
+The grader starts each kernel through :func:`launch`, given a JSON :class:`KernelSpec`: forked from
+the grading run's fork server, which has loaded torch and ipykernel already (a warm kernel, see
+:mod:`autograder.forkserver`), or as ``python -m autograder.sandbox SPEC CONNECTION_FILE`` (a cold
+one, where fork cannot be used). Either way :func:`launch` builds the same sandbox, applies the
+limits and then runs ipykernel (in the forked process, or a new interpreter).
 
 With **full isolation** (Linux, run as root: a course server or a container) the launcher
 
