@@ -324,11 +324,12 @@ class RefereeProcess:
                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
                 "TQDM_DISABLE": "1", "MPLBACKEND": "Agg"}
             from autograder import forkserver
-            from autograder.runner import FORK_SERVER
+            from autograder.runner import fork_server_socket
 
-            # Forked from the grading run's fork server when it runs (torch and the checks already
-            # loaded: ready in milliseconds, not seconds; see autograder/forkserver.py), else new.
-            server = FORK_SERVER.running()
+            # Forked from the grading run's fork server (torch and the checks already loaded: ready in
+            # milliseconds once the server has warmed up, which the pre-flight waits for anyway; see
+            # autograder/forkserver.py), else a new process.
+            server = await asyncio.to_thread(fork_server_socket)
             command = (forkserver.referee_command(server, self.memory_mb) if server
                        else [sys.executable, "-m", "autograder.referee"])
             self.process = await asyncio.create_subprocess_exec(

@@ -2,8 +2,8 @@
 
 :class:`SandboxedKernel` starts an IPython kernel through :mod:`autograder.sandbox` (forked from the
 run's fork server, :data:`FORK_SERVER`, where the platform allows: see :mod:`autograder.forkserver`)
-and talks to it over Unix sockets; :data:`STATS` counts kernels and requests. :meth:`SandboxedKernel.run` sends one cell and returns a :class:`CellOutcome`:
-its status comes from the kernel's ``execute_reply`` (never from printed text), its outputs are
+and talks to it over Unix sockets; :data:`STATS` counts kernels and requests.
+:meth:`SandboxedKernel.run` sends one cell and returns a :class:`CellOutcome`: its status comes from the kernel's ``execute_reply`` (never from printed text), its outputs are
 reduced to text and capped, a cell that outlives its time limit is interrupted (and the kernel
 stopped if it does not respond), and a kernel that dies (``os._exit``, ``exit()``, a crash, the CPU
 limit) raises :class:`KernelStopped` with the reason. :meth:`SandboxedKernel.ask` sends one request
@@ -72,6 +72,15 @@ atexit.register(FORK_SERVER.stop)
 
 class KernelStopped(Exception):
     """The kernel is gone (or was stopped); the message says why, for the learner."""
+
+
+def fork_server_socket() -> str | None:
+    """The socket of this process's fork server, starting it if needed (this blocks while it warms
+    up); None where warm processes cannot be used (see :func:`autograder.forkserver.available`)."""
+    if forkserver.available() is not None:
+        return None
+    scratch = Path(tempfile.gettempdir())  # the server replaces the per-kernel folders with its own
+    return FORK_SERVER.socket_path(sandbox.kernel_environment(scratch, isolate=sandbox.can_isolate(), workdir=scratch))
 
 
 class ForkServerLost(RuntimeError):
