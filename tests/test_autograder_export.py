@@ -246,6 +246,21 @@ def test_moodle_export_is_keyed_by_email_and_needs_a_moodle_roster(tmp_path):
         export(out, fmt="moodle")
 
 
+def test_moodle_says_what_an_empty_cell_does_and_can_leave_ungraded_learners_out(tmp_path):
+    out = tmp_path / "out"
+    save(out, result("Jane Smith", "31", cells=CELLS), result("John Doe", "32"))   # John waits for a hand grade
+    roster = write(tmp_path / "moodle.csv", "First name,Last name,ID number,Email address\n"
+                                            "Jane,Smith,S1,jane@uni.edu\nJohn,Doe,S2,john@uni.edu\nAmy,Wu,S3,amy@uni.edu\n")
+    report = export(out, fmt="moodle", roster_path=roster)
+    assert any("clears a grade already entered in Moodle" in w and "--omit-ungraded" in w for w in report.warnings)
+    emails = [row[0] for row in list(csv.reader(open(report.output, encoding="utf-8")))[1:]]
+    assert emails == ["jane@uni.edu", "john@uni.edu", "amy@uni.edu"]
+    report = export(out, fmt="moodle", roster_path=roster, omit_ungraded=True)
+    table = list(csv.reader(open(report.output, encoding="utf-8")))
+    assert [row[0] for row in table[1:]] == ["jane@uni.edu"], "waiting for a hand grade and missing are left out"
+    assert all(row[3] for row in table[1:]) and any("left out of the file" in w for w in report.warnings)
+
+
 def test_name_matching_reports_ambiguity(tmp_path):
     out = tmp_path / "out"
     save(out, result("Kim Park", cells={**CELLS, "nb:manual_essay": 1.0}))
