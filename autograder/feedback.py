@@ -476,7 +476,7 @@ def refresh_grade_headers(out_dir: Path | str, results, late=None) -> int:
     Returns:
         How many pages changed.
     """
-    from autograder.results import load_results, write_atomically
+    from autograder.results import load_results
 
     automatic = {(r.learner, r.assignment): r.score for r in load_results(out_dir) if r.graded}
     changed = 0
@@ -488,16 +488,31 @@ def refresh_grade_headers(out_dir: Path | str, results, late=None) -> int:
                               score=result.score, max_score=result.max_score,
                               waiting=sum(v is None for v in result.cells.values()), late_days=days,
                               penalty=penalty, late_rule=rule, submitted_at=_readable(result.submitted_at))
-        for relative in result.feedback:
-            path = Path(out_dir) / relative
-            try:
-                page = path.read_text(encoding="utf-8")
-            except OSError:
-                continue
-            updated = with_grade_header(page, header)
-            if updated != page:
-                write_atomically(path, updated.encode("utf-8"))
-                changed += 1
+        changed += rewrite_pages(out_dir, result, lambda page, _: with_grade_header(page, header))
+    return changed
+
+
+def rewrite_pages(out_dir: Path | str, result, edit) -> int:
+    """Apply ``edit(page, relative_path)`` to each feedback page of ``result`` (an
+    :class:`autograder.results.GradeResult`) and write back the pages it changed (atomically); ``edit``
+    returns the new text, or None to leave the page alone. A page that cannot be read is skipped.
+
+    Returns:
+        How many pages were rewritten.
+    """
+    from autograder.results import write_atomically
+
+    changed = 0
+    for relative in result.feedback:
+        path = Path(out_dir) / relative
+        try:
+            page = path.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        updated = edit(page, relative)
+        if updated is not None and updated != page:
+            write_atomically(path, updated.encode("utf-8"))
+            changed += 1
     return changed
 
 

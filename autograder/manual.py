@@ -360,23 +360,18 @@ def update_feedback(out_dir: Path | str, merged: list[GradeResult], manual: Manu
     Returns:
         How many pages were rewritten.
     """
-    from autograder.feedback import INSTRUCTOR_BEGIN, with_instructor_section
+    from autograder.feedback import INSTRUCTOR_BEGIN, rewrite_pages, with_instructor_section
 
     changed = 0
     for result in merged:
         scores = manual.get((result.learner, result.assignment), {}) if result.graded else {}
-        for relative in result.feedback:
-            page_path = Path(out_dir) / relative
-            try:
-                page = page_path.read_text(encoding="utf-8")
-            except OSError:
-                continue
+
+        def edit(page: str, relative: str) -> str | None:
             if not scores and INSTRUCTOR_BEGIN not in page:
-                continue
-            updated = with_instructor_section(page, instructor_section(result, scores, Path(relative).stem))
-            if updated != page:
-                write_atomically(page_path, updated.encode("utf-8"))
-                changed += 1
+                return None
+            return with_instructor_section(page, instructor_section(result, scores, Path(relative).stem))
+
+        changed += rewrite_pages(out_dir, result, edit)
     return changed
 
 
