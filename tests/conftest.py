@@ -42,3 +42,15 @@ def run_once(tmp_path_factory, name: str, make):
             work.mkdir()
             result.write_text(json.dumps(make(work)), encoding="utf-8")
         return json.loads(result.read_text(encoding="utf-8"))
+
+
+def fake_main(monkeypatch, code: str):
+    """A module holding ``code``'s names, installed as ``__main__`` for the test (as a notebook's
+    namespace is in a kernel), for tests that run the grading agent in this process."""
+    import sys
+    import types
+
+    main = types.ModuleType("__main__")
+    exec(code, main.__dict__)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    return main

@@ -6,10 +6,9 @@ sandboxed kernels.
 """
 
 import math
-import sys
-import types
 
 import pytest
+from conftest import fake_main
 import torch
 
 from autograder.referee import Referee, public_view
@@ -95,9 +94,7 @@ layer = nn.Linear(3, 2, bias=False)
 @pytest.fixture()
 def notebook(monkeypatch):
     """A fake learner notebook as ``__main__``, and a referee talking to it through the agent."""
-    main = types.ModuleType("__main__")
-    exec(LEARNER_CODE, main.__dict__)
-    monkeypatch.setitem(sys.modules, "__main__", main)
+    main = fake_main(monkeypatch, LEARNER_CODE)
     inbox: list[dict] = []
 
     def send(message):

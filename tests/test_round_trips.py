@@ -6,10 +6,9 @@ its next request. These run the agent in this process with a fake notebook as ``
 ``tests/test_referee.py`` does, and count the requests.
 """
 
-import sys
-import types
 
 import pytest
+from conftest import fake_main
 import torch
 
 from course_runtime import agent, remote, wire
@@ -62,9 +61,7 @@ dynamic = Dynamic()
 @pytest.fixture()
 def session(monkeypatch):
     """A session whose transport is the agent in this process, counting requests."""
-    main = types.ModuleType("__main__")
-    exec(LEARNER_CODE, main.__dict__)
-    monkeypatch.setitem(sys.modules, "__main__", main)
+    main = fake_main(monkeypatch, LEARNER_CODE)
     sent: list[str] = []
 
     def transport(request: str) -> str:
