@@ -279,14 +279,53 @@ def _short_component(name: str) -> str:
     return stem.encode("utf-8")[:120].decode("utf-8", "ignore") + "~" + digest + dot + suffix
 
 
+def _free_name(wanted: str, used: set[str]) -> str:
+    """``wanted``, or, if another entry of the folder has that name already, the first free
+    ``<stem>-<n><suffix>`` (n = 2, 3, ...): the LMS's own name for another attempt of the same file,
+    so a renamed notebook is still graded, or listed as an older attempt, never silently dropped."""
+    name, stem, suffix, n = wanted, Path(wanted).stem, Path(wanted).suffix, 1
+    while name in used:
+        n += 1
+        name = f"{stem}-{n}{suffix}"
+    used.add(name)
+    return name
+
+
+def _zip_targets(entries: list[tuple[zipfile.ZipInfo, list[str]]]) -> list[tuple[zipfile.ZipInfo, Path]]:
+    """A distinct relative path for every entry (``(info, its path's components)``), so no entry
+    overwrites another or is refused for a name another took.
+
+    Folders are placed first, then files; names kept as they are first, then shortened ones
+    (:func:`_short_component`). A name already taken in its folder (two entries of one name, a
+    shortened name equal to another entry's literal name, a file named like a folder) gets the
+    next free ``-<n>`` name (:func:`_free_name`).
+    """
+    used: dict[tuple[str, ...], set[str]] = {}
+    folders: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}   # entry's folder -> where it is extracted
+
+    def place(parent: tuple[str, ...], name: str) -> str:
+        return _free_name(_short_component(name), used.setdefault(folders[parent], set()))
+
+    prefixes = {tuple(parts[:depth]) for _, parts in entries for depth in range(1, len(parts))}
+    for folder in sorted(prefixes, key=lambda f: (len(f), _short_component(f[-1]) != f[-1], f)):
+        folders[folder] = (*folders[folder[:-1]], place(folder[:-1], folder[-1]))
+    order = sorted(range(len(entries)), key=lambda i: _short_component(entries[i][1][-1]) != entries[i][1][-1])
+    targets: dict[int, Path] = {}
+    for i in order:
+        parts = entries[i][1]
+        targets[i] = Path(*folders[tuple(parts[:-1])], place(tuple(parts[:-1]), parts[-1]))
+    return [(info, targets[i]) for i, (info, _) in enumerate(entries)]
+
+
 def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BYTES,
                 max_files: int = ZIP_MAX_FILES) -> tuple[Path, list[str]]:
     """Extract an LMS zip safely and return the folder to collect from and the entries skipped.
 
     Entries with absolute paths, ``..``, drive letters or symbolic links are skipped, as are macOS
-    metadata and entries the file system refuses; names too long for a file system are shortened
-    (:func:`_short_component`); nothing is written outside ``destination``. If the archive holds a
-    single top folder, that folder is returned.
+    metadata and entries the file system refuses; nothing is written outside ``destination``. Every
+    other entry gets a file of its own (:func:`_zip_targets`): names too long for a file system are
+    shortened, and a name another entry holds already is changed to the next free ``-<n>`` name. If
+    the archive holds a single top folder, that folder is returned.
 
     Raises:
         UsageError: if the file is not a zip, or it would extract to more than ``max_bytes`` or
@@ -300,20 +339,21 @@ def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BY
             if len(infos) > max_files or sum(i.file_size for i in infos) > max_bytes:
                 raise UsageError(f"{archive} would extract to more than {max_files} files or "
                                  f"{max_bytes // 1024 ** 2} MiB; refusing it")
-            written = 0
+            entries = []
             for info in infos:
                 name = info.filename.replace("\\", "/")
                 parts = [p for p in name.split("/") if p not in ("", ".")]
                 if (not parts or name.startswith("/") or ".." in parts or ":" in parts[0]
                         or stat.S_ISLNK(info.external_attr >> 16)):
                     skipped.append(name)
-                    continue
-                if parts[0] == "__MACOSX":
-                    continue
-                target = destination.joinpath(*(_short_component(p) for p in parts))
+                elif parts[0] != "__MACOSX":
+                    entries.append((info, parts))
+            written = 0
+            for info, relative in _zip_targets(entries):
+                target = destination / relative
                 try:
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(info) as source, open(target, "wb") as sink:
+                    with zf.open(info) as source, open(target, "xb") as sink:
                         while chunk := source.read(1 << 20):
                             written += len(chunk)
                             if written > max_bytes:
@@ -321,13 +361,13 @@ def extract_zip(archive: Path, destination: Path, *, max_bytes: int = ZIP_MAX_BY
                                                  "MiB; refusing it")
                             sink.write(chunk)
                     _keep_zip_time(target, info)
-                except OSError as error:  # a name this file system refuses, a file and a folder of one name
-                    skipped.append(f"{name} ({error.strerror or error})")
+                except OSError as error:  # a name this file system refuses (a path too long, bad bytes)
+                    skipped.append(f"{info.filename} ({error.strerror or error})")
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as error:
         raise UsageError(f"{archive} is not a readable zip file ({error})") from error
-    entries = [p for p in destination.iterdir() if _visible(p)]
-    if len(entries) == 1 and entries[0].is_dir() and not entries[0].name.endswith(".ipynb"):
-        return entries[0], skipped
+    top = [p for p in destination.iterdir() if _visible(p)]
+    if len(top) == 1 and top[0].is_dir() and not top[0].name.endswith(".ipynb"):
+        return top[0], skipped
     return destination, skipped
 
 

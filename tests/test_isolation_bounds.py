@@ -1,0 +1,52 @@
+"""One learner never costs another: every zip entry keeps its own file (and so its own row), the kernel
+channel charges its budget frame by frame and never parses a huge header, a kernel's memory limit covers
+all its processes, and nothing of a learner's runs after its deadline."""
+
+import zipfile
+
+import pytest
+from pathlib import Path
+
+from autograder.submissions import _short_component, collect_submissions, extract_zip, newest_attempts_first
+
+
+def _course(root: Path) -> Path:
+    """The smallest course: one assignment ``a1`` with one notebook ``nb``."""
+    (root / "solutions" / "a1").mkdir(parents=True)
+    (root / "solutions" / "a1" / "nb.ipynb").write_text('{"cells": []}', encoding="utf-8")
+    return root
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_every_zip_entry_gets_its_own_file_and_row(tmp_path):
+    long_name = "x" * 300 + ".ipynb"
+    entries = {
+        long_name: b"long",
+        _short_component(long_name): b"literal",        # another learner's literal name: the long one's short form
+        "bob": b"a file named like a folder",
+        "bob/nb.ipynb": b"bob's notebook",
+        "carol.ipynb": b"carol's first",
+        "carol.ipynb/nb.ipynb": b"a folder named like a file",
+        "dave/nb.ipynb": b"dave, once",
+        "erin.ipynb": b"erin",
+        "erin-2.ipynb": b"another learner erin-2",
+    }
+    archive = tmp_path / "lms.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, data in entries.items():
+            zf.writestr(name, data)
+        zf.writestr("dave/nb.ipynb", b"dave, twice")     # the same name twice in one zip
+    folder, skipped = extract_zip(archive, tmp_path / "out")
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert not skipped and len(files) == len(entries) + 1
+    contents = sorted(p.read_bytes() for p in files)
+    assert contents == sorted([*entries.values(), b"dave, twice"])
+    assert (folder / "erin-2.ipynb").read_bytes() == b"another learner erin-2"   # a literal name keeps its name
+    assert (folder / "bob" / "nb.ipynb").read_bytes() == b"bob's notebook"
+
+    rows = newest_attempts_first(collect_submissions(folder, "a1", root=_course(tmp_path / "course")))
+    graded = sorted(s.notebooks["nb"].read_bytes() for s in rows if not s.problem)
+    notebooks = [data for name, data in entries.items() if name.endswith(".ipynb") and name != "dave/nb.ipynb"]
+    assert graded == sorted([*notebooks, b"dave, twice"])      # the last of two same-named entries, as before
+    dave = [s for s in rows if s.student == "dave"]
+    assert len(dave) == 1 and dave[0].other_attempts[0].startswith("nb.ipynb")   # the other copy is named
