@@ -64,6 +64,7 @@ from autograder.course import UsageError
 from autograder.feedback import refresh_grade_headers
 from autograder.manual import merge_manual_scores, squeeze_name
 from autograder.results import GradeResult, cell_columns, write_atomically
+from autograder.safe_output import csv_text
 
 FORMATS = ("canvas", "moodle", "plain")
 MISSING = "missing"
@@ -560,9 +561,8 @@ def _plain_rows(pairs, assignments: list[str], columns: list[str], grades) -> li
 
 
 def _csv_bytes(rows: list[list[str]]) -> bytes:
-    buffer = io.StringIO(newline="")
-    csv.writer(buffer).writerows(rows)
-    return buffer.getvalue().encode("utf-8")
+    """``rows`` as a UTF-8 CSV file, every cell neutralised against spreadsheet formulas."""
+    return csv_text(rows).encode("utf-8")
 
 
 def _lms_rows(fmt: str, matching: Matching, roster: Roster | None, assignments: list[str],

@@ -7,8 +7,9 @@ visible part only and no output (a test runs in the referee, and whatever the le
 printed while a test called it is not kept). Any line that quotes hidden test code, whatever its
 spacing, is redacted as well. File paths of the grader's own (its temporary folders, the repository,
 the Python environment, the sandbox's home) are replaced by the notebook's name (:func:`scrub_paths`).
-Only text outputs are shown, escaped: images, HTML and JavaScript from learner code could carry
-scripts into the instructor's browser or hidden-test text past the redaction.
+Only text outputs and PNG images are shown: HTML and JavaScript from learner code could carry
+scripts into the instructor's browser or hidden-test text past the redaction. Every page carries a
+Content-Security-Policy that allows no script at all (:func:`autograder.safe_output.page_head`).
 
 :class:`HideHiddenTests` is the same filter as an nbconvert preprocessor, for instructors who run
 nbgrader's own ``generate_feedback`` with :mod:`autograder.nbgrader_config`.
@@ -32,6 +33,7 @@ from traitlets import Bool, Unicode
 from autograder.notebooks import REPO_ROOT
 from autograder.plan import HIDDEN_NOTE, MANUAL, SOLUTION, TASK, TEST, RunCell, strip_hidden_region
 from autograder.runner import CellOutcome
+from autograder.safe_output import page_head, safe_mathml
 from autograder.sandbox import LEARNER_HOME
 
 __all__ = ["GRADE_BEGIN", "GRADE_END", "HIDDEN_NOTE", "INSTRUCTOR_BEGIN", "INSTRUCTOR_END", "HideHiddenTests",
@@ -184,13 +186,14 @@ _MATH = re.compile(r"<(?P<tag>span|div) class=\"math\">(?:\\\((?P<inline>.*?)\\\
 
 
 def _mathml(match: re.Match) -> str:
-    """One formula as MathML (``latex2mathml``, whose output is built as XML, so nothing of the TeX can
-    become markup); the escaped TeX when the formula uses something it does not know."""
+    """One formula as MathML (``latex2mathml``), reduced to allowed MathML elements and attributes
+    (:func:`autograder.safe_output.safe_mathml`: latex2mathml copies ``\\text{...}`` raw into the markup);
+    the escaped TeX when the formula uses something it does not know."""
     tex = html.unescape(match["inline"] if match["inline"] is not None else match["block"]).strip()
     try:
         from latex2mathml.converter import convert
 
-        return convert(tex, display="inline" if match["inline"] is not None else "block")
+        return safe_mathml(convert(tex, display="inline" if match["inline"] is not None else "block"))
     except Exception:              # not installed, or TeX it cannot convert: show the source
         return match.group(0)
 
@@ -383,8 +386,7 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
     earned = sum(s for s in scores.values() if s is not None)
     available = sum(c.points for c, _ in graded)
     waiting = sum(s is None for s in scores.values())
-    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(assignment)}: {esc(notebook)}"
-             f"</title><style>{_STYLE}</style></head><body>",
+    parts = [page_head(f"{assignment}: {notebook}", _STYLE, images=True),
              f"<h1>{esc(assignment)} / {esc(notebook)}</h1>",
              GRADE_BEGIN + grade_header(assignment=assignment, automatic=earned, score=earned, max_score=available,
                                         waiting=waiting) + GRADE_END,
@@ -452,9 +454,8 @@ def status_page(*, student: str, assignment: str, status: str, attempt: str = ""
     """The feedback page of a submission that could not be graded: why, and what to submit again."""
     esc = html.escape
     advice = _RESUBMIT.get(next((k for k in _RESUBMIT if status.startswith(k)), ""), _RESUBMIT[""])
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(assignment or 'submission')}: not graded"
-            f"</title><style>{_STYLE}</style></head><body>"
-            f"<h1>{esc(assignment or 'Your submission')}</h1>{GRADE_BEGIN}{GRADE_END}"
+    return (page_head(f"{assignment or 'submission'}: not graded", _STYLE)
+            + f"<h1>{esc(assignment or 'Your submission')}</h1>{GRADE_BEGIN}{GRADE_END}"
             f"<p>Feedback for <b>{esc(student)}</b>: your submission <b>could not be graded</b>.</p>"
             + (f"<p>File: <code>{esc(attempt)}</code>.</p>" if attempt else "")
             + ("<p>Your other attempts, not graded (the newest attempt counts): "

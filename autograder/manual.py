@@ -46,7 +46,6 @@ import csv
 import datetime
 import difflib
 import html
-import io
 import json
 import math
 from dataclasses import dataclass, field, replace
@@ -54,6 +53,7 @@ from pathlib import Path
 
 from autograder.course import UsageError
 from autograder.results import GradeResult, load_results, write_atomically, write_grades_csv
+from autograder.safe_output import csv_text, from_spreadsheet_cell
 
 MANUAL_COLUMNS = ("student", "assignment", "grade_id", "points", "comment")
 REQUIRED_COLUMNS = MANUAL_COLUMNS[:4]
@@ -175,7 +175,8 @@ def parse_manual_scores(text: str, path: Path | str) -> list[ManualRow]:
     rows, errors = [], []
     for record in reader:
         start = reader.line_num
-        values = {key: (value or "").strip() for key, value in record.items() if isinstance(key, str)}
+        values = {key: from_spreadsheet_cell((value or "").strip()) for key, value in record.items()
+                  if isinstance(key, str)}
         if record.get(None) is not None:
             errors.append(f"line {start}: more fields than the {len(header)} columns; write decimals with a dot "
                           "(2.5, not 2,5) and put a comment that holds commas in double quotes")
@@ -414,14 +415,11 @@ def read_hand_scores(out_dir: Path | str) -> HandScores:
 
 def write_hand_scores(out_dir: Path | str, scores: HandScores) -> Path:
     """Write ``scores`` to ``<out>/hand-scores.csv`` atomically (sorted by assignment, cell, learner)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(HAND_COLUMNS)
-    for (learner, assignment, key), score in sorted(scores.items(), key=lambda item: (item[0][1], item[0][2],
-                                                                                      item[0][0].casefold())):
-        writer.writerow([learner, assignment, key, f"{score.points:g}", score.comment, score.answer])
+    ordered = sorted(scores.items(), key=lambda item: (item[0][1], item[0][2], item[0][0].casefold()))
+    rows = [HAND_COLUMNS] + [[learner, assignment, key, f"{score.points:g}", score.comment, score.answer]
+                             for (learner, assignment, key), score in ordered]
     path = hand_scores_path(out_dir)
-    write_atomically(path, buffer.getvalue().encode("utf-8"))
+    write_atomically(path, csv_text(rows, lineterminator="\n").encode("utf-8"))
     return path
 
 

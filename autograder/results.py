@@ -8,15 +8,15 @@ one column per graded cell in notebook order.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import os
 import re
 import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+
+from autograder.safe_output import csv_text
 
 GRADED = "graded"
 CSV_COLUMNS = ["student", "lms_id", "assignment", "score", "max_score", "status", "needs_manual_grade",
@@ -251,13 +251,11 @@ def write_grades_csv(path: Path, results: list[GradeResult]) -> None:
     the learner's other attempts, which were not graded.
     """
     columns = cell_columns(results)
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)
-    writer.writerow(CSV_COLUMNS + columns)
+    rows = [CSV_COLUMNS + columns]
     for r in results:
-        writer.writerow([r.student, r.lms_id, r.assignment, _number(r.score), _number(r.max_score),
-                         one_line(r.status), "yes" if r.needs_manual_grade else "no",
-                         "; ".join(r.flags), f"{r.seconds:.1f}", "yes" if r.late else "no", r.submitted_at,
-                         "; ".join(r.files), "; ".join(r.other_attempts)]
-                        + [_number(r.cells.get(key)) for key in columns])
-    write_atomically(Path(path), buffer.getvalue().encode("utf-8"))
+        rows.append([r.student, r.lms_id, r.assignment, _number(r.score), _number(r.max_score),
+                     one_line(r.status), "yes" if r.needs_manual_grade else "no",
+                     "; ".join(r.flags), f"{r.seconds:.1f}", "yes" if r.late else "no", r.submitted_at,
+                     "; ".join(r.files), "; ".join(r.other_attempts)]
+                    + [_number(r.cells.get(key)) for key in columns])
+    write_atomically(Path(path), csv_text(rows).encode("utf-8"))

@@ -22,6 +22,7 @@ browser can read the answers or write scores. The page loads nothing from elsewh
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import secrets
 import threading
@@ -34,6 +35,7 @@ from pathlib import Path
 from autograder.answers import load_answers
 from autograder.course import UsageError
 from autograder.notebooks import REPO_ROOT
+from autograder.safe_output import content_security_policy
 
 MAX_BODY = 64 * 1024
 MAX_COMMENT = 2000
@@ -230,9 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Content-Security-Policy",
-                         "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                         "connect-src 'self'; form-action 'none'; frame-ancestors 'none'")
+        self.send_header("Content-Security-Policy", f"{POLICY}; frame-ancestors 'none'")
         self.end_headers()
         self.wfile.write(body)
 
@@ -334,10 +334,7 @@ def serve(out_dir: Path | str, root: Path = REPO_ROOT, port: int = 0) -> int:
     return 0
 
 
-PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>Hand grading</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
+_STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222;display:flex;height:100vh}
 #side{width:16rem;border-right:1px solid #ccc;overflow:auto;font-size:.9rem;flex:none}
 #side div{padding:.2rem .6rem;cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
@@ -355,27 +352,9 @@ form{display:flex;gap:.6rem;align-items:center;flex-wrap:wrap;margin:.5rem 0}
 input{font-size:1rem;padding:.25rem .4rem}#points{width:5rem}#comment{flex:1;min-width:14rem}
 #status{min-height:1.2rem;font-size:.9rem}.err{color:#b00020}.ok{color:#176f2c}
 kbd{border:1px solid #aaa;border-radius:3px;padding:0 .25rem;font-size:.8rem;background:#f4f4f4}
-</style></head>
-<body>
-<nav id="side" aria-label="learners"></nav>
-<div id="main">
-<header><h1 id="title">Loading...</h1><span id="progress" class="muted"></span></header>
-<p class="muted"><kbd>j</kbd>/<kbd>k</kbd> or arrows: next/previous learner &middot; <kbd>n</kbd>/<kbd>p</kbd>:
-next/previous question &middot; digits: points &middot; <kbd>c</kbd>: comment &middot; <kbd>Enter</kbd>: save and
-next &middot; <kbd>Esc</kbd>: leave a field</p>
-<div class="cols">
-<section><h2 id="who">-</h2><div id="changed" class="err"></div><div id="answer" class="box"></div>
-<form id="form" onsubmit="return false">
-<label>points <input id="points" inputmode="decimal" autocomplete="off"></label><span id="max"></span>
-<input id="comment" placeholder="comment for the learner (optional)" autocomplete="off">
-<button id="save" type="button">Save</button>
-<button id="zero" type="button" title="give 0 points to every blank answer of this question">0 to blank answers</button>
-</form><div id="status"></div></section>
-<section><h3>Question</h3><div id="prompt" class="box"></div>
-<h3>Model answer</h3><div id="model" class="box"></div>
-<h3>Rubric</h3><div id="rubric" class="box"></div></section>
-</div></div>
-<script>
+"""
+
+_SCRIPT = """
 "use strict";
 const token = new URLSearchParams(location.search).get("token") || "";
 let data = null, qi = 0, li = 0;
@@ -443,6 +422,7 @@ async function zeroBlank() {
   } catch (err) { say("not saved: " + err.message, "err"); }
 }
 $("save").onclick = () => save(true); $("zero").onclick = zeroBlank;
+$("form").addEventListener("submit", (ev) => ev.preventDefault());
 document.addEventListener("keydown", (ev) => {
   if (!data || !data.questions.length || ev.ctrlKey || ev.metaKey || ev.altKey) return;
   const inField = ev.target.tagName === "INPUT";
@@ -461,5 +441,34 @@ document.addEventListener("keydown", (ev) => {
   else if (/^[0-9]$/.test(ev.key)) { ev.preventDefault(); const p = $("points"); p.value = ev.key; p.focus(); }
 });
 load();
-</script></body></html>
 """
+
+# The page runs its own script only (allowed by its hash: no inline handler, nothing a learner wrote),
+# and shows every learner-supplied text with textContent.
+POLICY = content_security_policy(_STYLE, _SCRIPT, connect=True)
+PAGE = ("""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content='""" + html.escape(POLICY, quote=True) + """'><title>Hand grading</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>""" + _STYLE + """</style></head>
+<body>
+<nav id="side" aria-label="learners"></nav>
+<div id="main">
+<header><h1 id="title">Loading...</h1><span id="progress" class="muted"></span></header>
+<p class="muted"><kbd>j</kbd>/<kbd>k</kbd> or arrows: next/previous learner &middot; <kbd>n</kbd>/<kbd>p</kbd>:
+next/previous question &middot; digits: points &middot; <kbd>c</kbd>: comment &middot; <kbd>Enter</kbd>: save and
+next &middot; <kbd>Esc</kbd>: leave a field</p>
+<div class="cols">
+<section><h2 id="who">-</h2><div id="changed" class="err"></div><div id="answer" class="box"></div>
+<form id="form">
+<label>points <input id="points" inputmode="decimal" autocomplete="off"></label><span id="max"></span>
+<input id="comment" placeholder="comment for the learner (optional)" autocomplete="off">
+<button id="save" type="button">Save</button>
+<button id="zero" type="button" title="give 0 points to every blank answer of this question">0 to blank answers</button>
+</form><div id="status"></div></section>
+<section><h3>Question</h3><div id="prompt" class="box"></div>
+<h3>Model answer</h3><div id="model" class="box"></div>
+<h3>Rubric</h3><div id="rubric" class="box"></div></section>
+</div></div>
+<script>""" + _SCRIPT + """</script></body></html>
+""")

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import csv
 import functools
 import html
 import io
@@ -52,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.notebooks import REPO_ROOT
+from autograder.safe_output import csv_text, page_head
 
 K = 12
 WINDOW = 6
@@ -447,13 +447,9 @@ def write_csv(path: Path, report: Report) -> None:
     """``similarity.csv``: one row per reported pair (columns :data:`CSV_COLUMNS`)."""
     from autograder.results import write_atomically
 
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for m in report.matches:
-        writer.writerow([m.assignment, m.learner, m.other, m.kind, f"{m.overlap:.3f}", m.shared,
-                         "; ".join(f"{key} {share:.2f}" for key, share in m.cells)])
-    write_atomically(path, buffer.getvalue().encode("utf-8"))
+    rows = [CSV_COLUMNS] + [[m.assignment, m.learner, m.other, m.kind, f"{m.overlap:.3f}", m.shared,
+                             "; ".join(f"{key} {share:.2f}" for key, share in m.cells)] for m in report.matches]
+    write_atomically(path, csv_text(rows, lineterminator="\n").encode("utf-8"))
 
 
 def _highlighted(source: str, lines: set[int]) -> str:
@@ -516,8 +512,7 @@ def render_html(report: Report) -> str:
     titles = {"learner": "Pairs of learners", "solution": "Learners and the published solution",
               "library": "Learners and the course library (transformer_core)"}
     others = {"learner": "other learner", "solution": "compared with", "library": "library function"}
-    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Similarity report</title>",
-             f"<style>{_STYLE}</style></head><body><h1>Similarity report</h1>",
+    parts = [page_head("Similarity report", _STYLE), "<h1>Similarity report</h1>",
              f"<p>{esc(report.summary())}.</p>",
              "<p>Graded code cells compared after normalising names, whitespace, comments and docstrings "
              f"(winnowed fingerprints of {K}-token runs, window {WINDOW}; the released stubs and fingerprints "
