@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import hmac
 import json
 import os
 import re
@@ -49,6 +50,11 @@ from course_runtime.agent import REPLY_TYPE, REQUEST_TYPE
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # Messages a socket may hold before the grader reads them (the kernel's sends block or drop beyond).
 QUEUED_MESSAGES = 4
+# The frames of one message the grader keeps: identities, delimiter, signature, header, parent header,
+# metadata, content; later ones (buffers, which the grader never uses) are charged and dropped.
+KEPT_FRAMES = 16
+# The largest header, parent header or metadata the grader parses (a kernel's own take under 1 KiB).
+MAX_HEADER_BYTES = 64 * 1024
 INSTALL_AGENT = "__import__('course_runtime.agent', fromlist=['install']).install()"
 INTERRUPT_GRACE_S = 5.0
 RECONNECT_MS = 5
@@ -108,26 +114,63 @@ class Budget:
         self.messages_left = limits.messages
         self.exceeded = False
 
-    def spend(self, size: int) -> None:
+    def spend(self, size: int, messages: int = 1) -> None:
+        """Charge ``size`` bytes and ``messages`` messages; past either limit, :attr:`exceeded` is set."""
         self.bytes_left -= size
-        self.messages_left -= 1
+        self.messages_left -= messages
         if self.bytes_left < 0 or self.messages_left < 0:
             self.exceeded = True
 
 
+def _deserialize(session, frames: list[zmq.Frame]) -> dict:
+    """A Jupyter message from its frames, parsed as little as the grader needs.
+
+    Unlike ``Session.deserialize``, the header, parent header and metadata are refused above
+    :data:`MAX_HEADER_BYTES` and never searched for dates (jupyter_client turns every ISO date
+    string in them into a ``datetime``: seconds of the shared event loop for a header full of them),
+    each part must be a JSON object, and buffers are dropped (the grader uses none).
+
+    Raises:
+        ValueError: a malformed, unsigned, wrongly signed or oversized message.
+    """
+    _, parts = session.feed_identities(frames, copy=False)
+    if len(parts) < 5:
+        raise ValueError("a malformed message: fewer than 5 frames after the delimiter")
+    signature, *packed = (part.bytes for part in parts[:5])
+    if any(len(part) > MAX_HEADER_BYTES for part in packed[:3]):
+        raise ValueError(f"a message header larger than {MAX_HEADER_BYTES} bytes")
+    if session.auth is not None and not hmac.compare_digest(signature, session.sign(packed)):
+        raise ValueError("a message with a wrong signature")
+    header, parent, metadata, content = (session.unpack(part) for part in packed)
+    if not all(type(part) is dict for part in (header, parent, metadata, content)):
+        raise ValueError("a malformed message: its parts are not JSON objects")
+    if type(header.get("msg_id")) is not str or type(header.get("msg_type")) is not str:
+        raise ValueError("a malformed message: its header has no message id or type")
+    return {"header": header, "msg_id": header["msg_id"], "msg_type": header["msg_type"], "parent_header": parent,
+            "metadata": metadata, "content": content, "buffers": []}
+
+
 class _CountedChannel(AsyncZMQSocketChannel):
-    """A channel that charges every message it receives to its kernel's :class:`Budget`."""
+    """A channel that charges every frame it receives to its kernel's :class:`Budget` as the frame
+    arrives (a message of many frames sharing one buffer is never assembled first), keeps at most
+    :data:`KEPT_FRAMES` frames of a message and parses it with :func:`_deserialize`."""
 
     budget: Budget | None = None
 
     async def _recv(self, **kwargs) -> dict:
-        frames = await self.socket.recv_multipart(**kwargs)
-        if self.budget is not None:
-            self.budget.spend(sum(len(f) for f in frames))
-            if self.budget.exceeded:
-                raise OverflowError("the kernel sent more than its limit")
-        _, message = self.session.feed_identities(frames)
-        return self.session.deserialize(message)
+        frames: list[zmq.Frame] = []
+        while True:
+            frame = await self.socket.recv(copy=False, **kwargs)
+            if self.budget is not None:
+                self.budget.spend(len(frame), messages=0 if frames else 1)
+            if len(frames) < KEPT_FRAMES and not (self.budget is not None and self.budget.exceeded):
+                frames.append(frame)
+            if not frame.more:
+                break
+            del frame  # a dropped frame's memory goes back to zmq before the next one is read
+        if self.budget is not None and self.budget.exceeded:
+            raise OverflowError("the kernel sent more than its limit")
+        return _deserialize(self.session, frames)
 
 
 @dataclass

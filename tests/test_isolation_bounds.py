@@ -50,3 +50,68 @@ def test_every_zip_entry_gets_its_own_file_and_row(tmp_path):
     assert graded == sorted([*notebooks, b"dave, twice"])      # the last of two same-named entries, as before
     dave = [s for s in rows if s.student == "dave"]
     assert len(dave) == 1 and dave[0].other_attempts[0].startswith("nb.ipynb")   # the other copy is named
+
+
+def _channel_pair(limits):
+    """A kernel-side PUSH socket and the grader's counted channel reading it, over one Unix socket."""
+    import tempfile
+
+    import zmq
+    import zmq.asyncio
+    from jupyter_client.session import Session
+
+    from autograder.runner import Budget, _CountedChannel
+
+    address = f"ipc://{tempfile.mkdtemp()}/s"
+    session = Session(key=b"secret")
+    receiver = zmq.asyncio.Context.instance().socket(zmq.PULL)
+    receiver.bind(address)
+    sender = zmq.Context.instance().socket(zmq.PUSH)
+    sender.connect(address)
+    channel = _CountedChannel(receiver, session)
+    channel.budget = Budget(limits)
+    return session, sender, channel
+
+
+def test_the_channel_charges_each_frame_as_it_arrives_and_never_assembles_a_flood():
+    import asyncio
+    import tracemalloc
+
+    from autograder.sandbox import Limits
+
+    session, sender, channel = _channel_pair(Limits(message_mb=4))
+    shared = bytearray(1 << 20)
+    message = session.serialize(session.msg("stream", {"name": "stdout", "text": "hi"}))
+    sender.send_multipart([*message, *[shared] * 24], copy=False)     # 24 MiB from one 1 MiB buffer
+    tracemalloc.start()
+    with pytest.raises(OverflowError):
+        asyncio.run(channel.get_msg(timeout=10))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert channel.budget.exceeded and peak < (2 << 20)    # no frame was copied into the grader's memory
+
+
+def test_the_channel_parses_honest_messages_and_refuses_huge_headers_without_reading_their_dates():
+    import asyncio
+    import json
+
+    from autograder.sandbox import Limits
+
+    session, sender, channel = _channel_pair(Limits())
+    parent = session.msg("execute_request", {"code": "1"})
+    sender.send_multipart(session.serialize(session.msg("stream", {"name": "stdout", "text": "hi"}, parent=parent)))
+    msg = asyncio.run(channel.get_msg(timeout=10))
+    assert msg["msg_type"] == "stream" and msg["content"]["text"] == "hi"
+    assert msg["parent_header"]["msg_id"] == parent["header"]["msg_id"]
+    flood = session.msg("stream", {"name": "stdout", "text": "x"})
+    flood["header"]["dates"] = ["2024-01-01T00:00:00.000000Z"] * 20_000     # 600 KB of ISO dates
+    sender.send_multipart(session.serialize(flood))
+    with pytest.raises(ValueError, match="header larger than"):
+        asyncio.run(channel.get_msg(timeout=10))
+    odd = session.msg("stream", {"name": "stdout", "text": "x"})
+    frames = session.serialize(odd)
+    frames[3] = json.dumps([1, 2]).encode()                                   # a parent header that is a list
+    frames[1] = session.sign(frames[2:6])
+    sender.send_multipart(frames)
+    with pytest.raises(ValueError, match="not JSON objects"):
+        asyncio.run(channel.get_msg(timeout=10))
