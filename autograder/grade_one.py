@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.answers import save_answers
+from autograder.disclosure import after_hidden_cell, after_hidden_test, runs_after_hidden_code
 from autograder.mounts import kernel_library
 from autograder.notebooks import NotebookError, clean_text, read_notebook
 from autograder.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
@@ -53,7 +54,9 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
     """Run the cells of one rebuilt notebook; return one outcome per cell (None: not executed).
 
     Test cells do not run in the kernel: the referee runs them (see :mod:`autograder.referee`) and
-    calls into the kernel for the learner's code; the kernel runs every other code cell.
+    calls into the kernel for the learner's code; the kernel runs every other code cell. Once a hidden
+    test has called the learner's code, a failure is reported in words the learner's code cannot
+    choose (:mod:`autograder.disclosure`); its outputs reach the instructor's log only.
     """
     from autograder.runner import AgentError, CellOutcome, KernelStopped
 
@@ -81,15 +84,15 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
                     await kernel.ask(RELEASE_REQUEST, GUARD_TIMEOUT_S)
                 except AgentError:
                     pass  # the learner's code replaced the agent; only their own memory suffers
+                if outcome.status == "error" and (hidden_ran or runs_after_hidden_code(cell.source)):
+                    outcome = replace(outcome, reason=after_hidden_test(outcome.reason, cell.source))
                 hidden_ran = hidden_ran or HIDDEN_BEGIN in cell.source
             else:
                 outcome = await kernel.run(cell.source, min(limits.cell_timeout, remaining))
                 if not outcome.ok:
                     await kernel.run(CLEANUP_CODE, GUARD_TIMEOUT_S, silent=True)
                 if hidden_ran and outcome.status == "error":   # its message could carry hidden test data
-                    kind = outcome.reason.split(":", 1)[0]     # (its outputs reach the instructor's log only)
-                    outcome = replace(outcome, reason=f"{kind} (its message is not shown: this cell ran "
-                                                      "after hidden tests, whose data it could hold)")
+                    outcome = replace(outcome, reason=after_hidden_cell(outcome.reason))
             await kernel.sweep()
         except KernelStopped as error:
             outcome = CellOutcome("stopped", str(error))
