@@ -319,12 +319,15 @@ class Assembly:
         notes: what was repaired, one sentence each, for the feedback.
         matched: how many of the plan's nbgrader cells were found in the learner's notebook.
         learner_code: the code the learner supplied (solution, edited and extra cells).
+        advice: what the source check would warn a learner of without taking points (a switched-off
+            built-in named in their code), for ``validate``.
     """
 
     cells: list[RunCell]
     notes: list[str] = field(default_factory=list)
     matched: int = 0
     learner_code: list[str] = field(default_factory=list)
+    advice: list[str] = field(default_factory=list)
 
 
 def _learner_key(cell: dict, plan: NotebookPlan, solution_keys: set[str]) -> str | None:

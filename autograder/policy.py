@@ -32,19 +32,16 @@ import ast
 import functools
 import importlib
 import re
+import sys
+import types
+import warnings
 from dataclasses import dataclass, field
 
+from course_runtime.checked_builtins import ALLOWED_MODULES, HARMLESS_DUNDERS, INTERNAL_ATTRIBUTES, module_allowed
 from course_runtime.errors import advice, shortcut_message
 
 from autograder.plan import FREE, LOCKED, MANUAL, SOLUTION, TEST, Assembly, NotebookPlan, PlanError, RunCell
 
-# Modules learner code may import (and their submodules, except what the rules below exclude).
-ALLOWED_MODULES = frozenset({
-    "__future__", "abc", "bisect", "cmath", "collections", "contextlib", "copy", "dataclasses", "decimal",
-    "enum", "fractions", "functools", "heapq", "itertools", "math", "matplotlib", "numbers", "numpy",
-    "random", "re", "statistics", "time", "torch", "tqdm", "typing", "warnings",
-    "course_runtime.data", "course_runtime.device", "course_runtime.language", "course_runtime.viz",
-})
 # Parts of allowed packages that run code from data, load compiled code, start processes or reach
 # below the guard (each a prefix of a dotted name).
 BANNED_PATHS = (
@@ -55,7 +52,7 @@ BANNED_PATHS = (
     "typing.get_type_hints", "typing.ForwardRef",
 )
 GRADING_MACHINERY = ("course_runtime.testing", "course_runtime.agent", "course_runtime.remote",
-                     "course_runtime.wire", "course_runtime.errors", "autograder")
+                     "course_runtime.wire", "course_runtime.errors", "course_runtime.checked_builtins", "autograder")
 LIBRARY = "transformer_core"
 _ALLOWED_TEXT = ("graded code may import torch, numpy, math, matplotlib, tqdm and the standard modules for "
                  "data structures and numbers, nothing that runs, loads or schedules code")
@@ -64,14 +61,7 @@ DYNAMIC_NAMES = frozenset({"exec", "eval", "compile", "__import__", "globals", "
                            "get_ipython", "open", "input", "exit", "quit", "help", "__builtins__",
                            "__loader__", "__spec__"})
 ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "setattr", "delattr", "hasattr"})
-HARMLESS_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__len__", "__call__",
-                              "__class__"})
-# Attribute names that only ever lead below the Python level, whatever object they are read from.
-INTERNAL_ATTRIBUTES = frozenset({"_C", "aten", "f_globals", "f_locals", "f_back", "f_code", "gi_frame",
-                                 "cr_frame", "ag_frame", "tb_frame", "tb_next", "_getframe"})
-# Method names too common to forbid on any object: a forbidden method of this name is enforced by
-# forbidding its class instead.
-GENERIC_METHODS = frozenset({"forward", "__call__", "__init__", "step", "append", "update", "apply", "reset"})
+
 
 
 @dataclass(frozen=True)
@@ -105,15 +95,6 @@ class Policy:
 
     forbidden: dict[str, dict[str, str | None]] = field(default_factory=dict)
     provided: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def everywhere(self) -> dict[str, str | None]:
-        """Every part's names together: what a learner's own extra cell may not use."""
-        names: dict[str, str | None] = {}
-        for part in self.forbidden.values():
-            for name, reason in part.items():
-                names.setdefault(name, reason)
-        return names
 
     def library_names(self) -> set[str]:
         """The reference library's names the course hands to learner code."""
@@ -174,13 +155,8 @@ def _bindings(source: str) -> dict[str, str]:
     tree = _parse(source)
     found: dict[str, str] = {}
     for node in ast.walk(tree) if isinstance(tree, ast.Module) else ():
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                found[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                if alias.name != "*":
-                    found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.update(_imported(node))
     return found
 
 
@@ -235,6 +211,9 @@ def read_policy(plan: NotebookPlan) -> Policy:
 
 # IPython syntax: a line magic, a shell escape or a cell magic, on its own or assigned to a name.
 _MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?:(?P<target>[A-Za-z_][\w, ]*)=[ \t]*)?(?:%|!)")
+# The longest cell the grader reads as code: far beyond any honest answer, small enough that parsing
+# it cannot cost the trusted process more than a few hundred MB.
+MAX_CELL_CHARS = 200_000
 
 
 def _python_source(source: str) -> str:
@@ -256,14 +235,18 @@ def _python_source(source: str) -> str:
 
 
 def _parse(source: str) -> ast.Module | SyntaxError:
-    """The syntax tree of a cell (magics as ``get_ipython()``), or the SyntaxError that stops it: a cell
-    that is not Python (IPython would still run some, such as ``>>>`` prompt lines) is not run."""
+    """The syntax tree of a cell (magics as ``get_ipython()``), or a SyntaxError saying why there is
+    none: a cell that is not Python (IPython would still run some, such as ``>>>`` prompt lines), is
+    too long, or nests too deeply for the parser is not run."""
+    if len(source) > MAX_CELL_CHARS:
+        return SyntaxError(f"the cell has {len(source):,} characters, more than graded code may have "
+                           f"({MAX_CELL_CHARS:,})")
     try:
         return ast.parse(_python_source(source))
     except SyntaxError as error:
         return error
-    except ValueError as error:                          # e.g. a null byte in the source
-        return SyntaxError(str(error))
+    except (ValueError, RecursionError, MemoryError) as error:   # a null byte; nesting deeper than the parser goes
+        return SyntaxError(str(error) or type(error).__name__)
 
 
 def _root(dotted: str) -> str:
@@ -274,8 +257,7 @@ def _within(dotted: str, prefix: str) -> bool:
     return dotted == prefix or dotted.startswith(prefix + ".")
 
 
-def _module_allowed(dotted: str) -> bool:
-    return any(_within(dotted, allowed) for allowed in ALLOWED_MODULES)
+
 
 
 @functools.lru_cache(maxsize=4096)
@@ -284,7 +266,7 @@ def _object(dotted: str) -> object | None:
 
     Only modules of :data:`ALLOWED_MODULES`, the reference library and the runtime are imported (in
     this trusted process: no learner code runs here)."""
-    if not (_module_allowed(dotted) or _root(dotted) in (LIBRARY, "course_runtime")):
+    if not (module_allowed(dotted) or _root(dotted) in (LIBRARY, "course_runtime")):
         return None
     parts = dotted.split(".")
     for end in range(len(parts), 0, -1):
@@ -303,6 +285,49 @@ def _object(dotted: str) -> object | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def module_attributes() -> frozenset[str]:
+    """Attribute names under which an allowed package hands out a module graded code may not use
+    (``torch.sys``, ``numpy.os``, ``torch.ctypes``, ...): read from any object, they are refused,
+    since no one can tell in advance what object a learner's expression holds."""
+    import torch  # noqa: F401  (the packages learner code gets, loaded as a kernel loads them)
+    import numpy  # noqa: F401
+
+    found: set[str] = set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                  # deprecated attributes warn when touched
+        return frozenset(_module_attributes() | RISKY_MODULES)
+
+
+def _module_attributes() -> set[str]:
+    found: set[str] = set()
+    for name, module in list(sys.modules.items()):
+        if module is None or not module_allowed(name):
+            continue
+        try:
+            namespace = dict(vars(module))
+        except TypeError:
+            continue
+        for attribute, value in namespace.items():
+            if (isinstance(value, types.ModuleType) and not attribute.startswith("__")
+                    and not module_allowed(value.__name__) and value.__name__ not in HARMLESS_MODULES):
+                found.add(attribute)
+    return found
+
+
+# Modules an allowed package hands out as attributes that only hold data or text helpers: reaching
+# them does nothing graded code could not do anyway, and their names (`string`, `json`) are common.
+HARMLESS_MODULES = frozenset({
+    "argparse", "base64", "datetime", "dateutil", "difflib", "errno", "fnmatch", "fontTools", "gzip",
+    "hashlib", "json", "keyword", "kiwisolver", "locale", "PIL", "PIL.Image", "platform", "plistlib", "pprint",
+    "queue", "shlex", "string", "struct", "textwrap", "typing_extensions", "unicodedata", "uuid", "zlib",
+})
+# Modules that run, load or reach code, named here too in case no allowed package has loaded them.
+RISKY_MODULES = frozenset({"sys", "os", "builtins", "ctypes", "gc", "inspect", "importlib", "subprocess",
+                           "threading", "multiprocessing", "signal", "socket", "pickle", "marshal", "weakref",
+                           "types", "operator", "io", "shutil", "pathlib", "tempfile", "traceback"})
+
+
 # Built-ins that only wrap a function a part may forbid: forbidden with it.
 WRAPPERS = {
     "softmax": ("torch.nn.Softmax", "torch.nn.LogSoftmax", "torch.nn.Softmin", "torch.nn.functional.softmin",
@@ -316,7 +341,7 @@ WRAPPERS = {
 
 class _Forbidden:
     """One part's forbidden names as objects (so that aliases such as ``torch.nn.modules.rnn.RNN``
-    match ``torch.nn.RNN``), as classes whose methods are forbidden, and as attribute names."""
+    match ``torch.nn.RNN``) and as classes whose methods are forbidden."""
 
     def __init__(self, names: dict[str, str | None]) -> None:
         import torch
@@ -328,17 +353,14 @@ class _Forbidden:
         self.names = names
         self.objects: dict[int, str] = {}
         self.classes: list[tuple[type, str]] = []
-        self.attributes: dict[str, str] = {}
         for name in names:
             value = _object(name)
             if value is not None:
                 self.objects[id(value)] = name
-            owner_name, _, last = name.rpartition(".")
+            owner_name = name.rpartition(".")[0]
             owner = _object(owner_name) if owner_name else None
             if isinstance(owner, type) and owner not in (torch.Tensor, torch.nn.Module, object):
                 self.classes.append((owner, name))
-            if last and last not in GENERIC_METHODS:
-                self.attributes.setdefault(last, name)
 
     def match(self, dotted: str) -> str | None:
         """The forbidden name that ``dotted`` is, or whose class it is or derives from."""
@@ -354,53 +376,226 @@ class _Forbidden:
         return None
 
 
-def _dotted(node: ast.AST, aliases: dict[str, str]) -> str | None:
-    """``F.softmax`` -> ``torch.nn.functional.softmax`` when ``F`` is a known module alias."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name) and node.id in aliases:
-        return ".".join([aliases[node.id], *reversed(parts)])
-    return None
+# --- Scopes: what a name stands for where it is read ------------------------------------------------
 
 
-class _Checker(ast.NodeVisitor):
-    def __init__(self, policy: Policy, forbidden: _Forbidden, aliases: dict[str, str], own: set[str]) -> None:
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+# Statements that bind their names whenever the cell runs past them (unlike an `if`, a loop or a `try`).
+_SURE_BINDINGS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                  ast.Import, ast.ImportFrom)
+
+
+@dataclass
+class _Scope:
+    """One Python scope of learner code: the names it binds (Python's rule: a name assigned anywhere
+    in a function is local to all of it), and what its imports and plain assignments
+    (``t = torch.nn``) make of a name."""
+
+    kind: str                                          # "module", "function" or "class"
+    parent: "_Scope | None"
+    bound: set[str] = field(default_factory=set)
+    declared_global: set[str] = field(default_factory=set)
+    imports: dict[str, str] = field(default_factory=dict)
+    values: dict[str, list[ast.AST]] = field(default_factory=dict)
+
+
+def _imported(node: ast.Import | ast.ImportFrom) -> dict[str, str]:
+    """The names an import binds and what they stand for (``{"F": "torch.nn.functional"}``)."""
+    found: dict[str, str] = {}
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            found[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+    elif node.module and not node.level:
+        for alias in node.names:
+            if alias.name != "*":
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
+def _split_scope(node: ast.AST) -> tuple[list[ast.AST], list[ast.AST]]:
+    """For a node that opens a scope: the parts the enclosing scope evaluates (decorators, defaults,
+    bases, a comprehension's first iterable) and the parts inside the new scope."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d)]
+        if isinstance(node, ast.Lambda):
+            return defaults, [node.args, node.body]
+        outer = [*node.decorator_list, *defaults, *([node.returns] if node.returns else [])]
+        return outer, [node.args, *node.body]
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)], list(node.body)
+    inner = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+    for number, generator in enumerate(node.generators):
+        inner += [generator.target, *generator.ifs] + ([generator.iter] if number else [])
+    return [node.generators[0].iter], inner
+
+
+class _Program:
+    """The learner's cells as one program: every scope with its bindings, and the scope each node is
+    evaluated in. Built without recursion, so that no nesting depth can overflow the trusted process.
+
+    Args:
+        trees: the learner's cells in the order they run.
+        provided: names the course's own cells bind, and what they stand for.
+    """
+
+    def __init__(self, trees: list[ast.Module], provided: dict[str, str]) -> None:
+        self.module = _Scope("module", None, imports=dict(provided))
+        self.course = set(provided)
+        self.scope_of: dict[int, _Scope] = {}
+        self.cell_of: dict[int, int] = {}
+        self.nodes: list[ast.AST] = []
+        self.sure: dict[str, tuple[int, int]] = {}      # module-level name -> (cell, line) where surely bound
+        pending: list[tuple[ast.AST, _Scope, int]] = []
+        for index, tree in enumerate(trees):
+            for statement in tree.body:
+                if isinstance(statement, _SURE_BINDINGS):
+                    for name in _statement_names(statement):
+                        self.sure.setdefault(name, (index, statement.lineno))
+            pending.append((tree, self.module, index))
+        while pending:
+            node, scope, cell = pending.pop()
+            self.scope_of[id(node)] = scope
+            self.cell_of[id(node)] = cell
+            self.nodes.append(node)
+            if isinstance(node, (*_FUNCTIONS, *_COMPREHENSIONS, ast.ClassDef)):
+                if not isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
+                    self._bind(scope, node.name)
+                inner = _Scope("class" if isinstance(node, ast.ClassDef) else "function", scope)
+                outer, body = _split_scope(node)
+                pending += [(part, scope, cell) for part in outer] + [(part, inner, cell) for part in body]
+                continue
+            self._record(node, scope)
+            pending += [(child, scope, cell) for child in ast.iter_child_nodes(node)]
+
+    @staticmethod
+    def _bind(scope: _Scope, name: str) -> None:
+        if name not in scope.declared_global:
+            scope.bound.add(name)
+
+    def _record(self, node: ast.AST, scope: _Scope) -> None:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            self._bind(scope, node.id)
+        elif isinstance(node, ast.arg):
+            self._bind(scope, node.arg)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            self._bind(scope, node.name)
+        elif isinstance(node, ast.Global):
+            scope.declared_global.update(node.names)
+            scope.bound.difference_update(node.names)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for name, dotted in _imported(node).items():
+                self._bind(scope, name)
+                scope.imports[name] = dotted
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            scope.values.setdefault(node.targets[0].id, []).append(node.value)
+
+    def binding(self, node: ast.Name) -> _Scope | None:
+        """The scope whose binding of ``node.id`` a read of ``node`` finds, by Python's rules; the
+        module scope only where the name is surely bound before this read (by the course, or by an
+        unconditional statement of an earlier cell or an earlier line); None: the built-in."""
+        scope = start = self.scope_of[id(node)]
+        while scope.kind != "module":
+            if node.id in scope.declared_global:
+                break
+            if node.id in scope.bound and (scope.kind == "function" or scope is start):
+                return scope
+            scope = scope.parent
+        sure = self.sure.get(node.id)
+        if node.id in self.course or (sure is not None and sure < (self.cell_of[id(node)], node.lineno)):
+            return self.module
+        return None
+
+    def dotted(self, node: ast.AST, depth: int = 0) -> str | None:
+        """What ``node`` (a name or an attribute chain) stands for as a dotted name of a module, when
+        imports and plain assignments say so: ``F.softmax`` -> ``torch.nn.functional.softmax``."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name) or depth > 16:
+            return None
+        scope = self.binding(node) or (self.module if node.id in self.module.bound else None)
+        if scope is None:
+            return None
+        base = scope.imports.get(node.id)
+        values = scope.values.get(node.id, [])
+        if base is None and len(values) == 1 and isinstance(values[0], (ast.Name, ast.Attribute)):
+            base = self.dotted(values[0], depth + 1)
+        return ".".join([base, *reversed(parts)]) if base else None
+
+
+def _statement_names(statement: ast.AST) -> list[str]:
+    """The names a statement of :data:`_SURE_BINDINGS` binds."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [statement.name]
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return list(_imported(statement))
+    if isinstance(statement, ast.AnnAssign) and statement.value is None:
+        return []
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+    return [n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)]
+
+
+class _Checker:
+    """The rules of the assignment applied to every node of the learner's program (see the module
+    docstring): what breaks them costs the cell's points; a switched-off built-in the source names is
+    only reported (``notices``), since whether it runs during a part's tests is for the kernel's guard
+    to see."""
+
+    def __init__(self, policy: Policy, program: _Program, lists: list[_Forbidden | None]) -> None:
         self.policy = policy
-        self.forbidden = forbidden
-        self.aliases = aliases
-        self.own = own                                   # names the learner's code binds itself
+        self.program = program
+        self.lists = lists                              # per cell: the switched-off names that concern it
         self.library = policy.library_names()
-        self.found: list[Violation] = []
+        self.found: dict[int, list[Violation]] = {}
+        self.notices: dict[int, list[Violation]] = {}
+        inner_chain = {id(n.value) for n in program.nodes if isinstance(n, ast.Attribute)}
+        self.outermost = lambda node: id(node) not in inner_chain
 
     def flag(self, node: ast.AST, rule: str, message: str) -> None:
-        self.found.append(Violation(getattr(node, "lineno", 1), rule, message))
+        cell = self.program.cell_of[id(node)]
+        self.found.setdefault(cell, []).append(Violation(getattr(node, "lineno", 1), rule, message))
 
-    # What a resolved dotted name may be.
+    def run(self) -> None:
+        for node in self.program.nodes:
+            method = getattr(self, f"visit_{type(node).__name__}", None)
+            if method is not None:
+                method(node)
+
     def judge(self, node: ast.AST, dotted: str) -> None:
+        """What a name that stands for ``dotted`` may be."""
         parts = dotted.split(".")
-        internal = next((p for p in parts[1:] if p.startswith("__") and p.endswith("__")
-                         and p not in HARMLESS_DUNDERS), None)
-        if internal:
-            self.flag(node, "interpreter internals", f"`{internal}` reaches Python's internals; graded code may not.")
-        elif any(_within(dotted, banned) for banned in GRADING_MACHINERY) or (
-                _root(dotted) == "course_runtime" and not _module_allowed(dotted)):
+        if any(_within(dotted, banned) for banned in GRADING_MACHINERY) or (
+                _root(dotted) == "course_runtime" and not module_allowed(dotted)):
             self.flag(node, "grading machinery", f"`{dotted}` is part of the grader; your code may not use it.")
         elif _root(dotted) == LIBRARY and not any(_within(dotted, given) for given in self.library):
             given = ", ".join(f"`{n.rsplit('.', 1)[-1]}`" for n in sorted(self.library)) or "none"
             self.flag(node, "reference library", f"`{dotted}` is the course library's answer; write this part "
                                                  f"yourself (library names this notebook gives you: {given}).")
-        elif _root(dotted) != LIBRARY and not _module_allowed(dotted):
+        elif _root(dotted) != LIBRARY and not module_allowed(dotted):
             self.flag(node, "module not allowed", f"`{parts[0]}` may not be used in graded code: {_ALLOWED_TEXT}.")
         elif any(_within(dotted, banned) for banned in BANNED_PATHS) or any(
                 p.startswith("_") and not p.startswith("__") for p in parts[1:]):
             self.flag(node, "internal API", f"`{dotted}` is a private or code-loading part of the library; "
                                             "use public tensor operations.")
         else:
-            name = self.forbidden.match(dotted)
+            forbidden = self.lists[self.program.cell_of[id(node)]]
+            name = forbidden.match(dotted) if forbidden is not None else None
             if name:
-                self.flag(node, "switched off", shortcut_message(name, self.forbidden.names.get(name)))
+                cell = self.program.cell_of[id(node)]
+                self.notices.setdefault(cell, []).append(Violation(
+                    getattr(node, "lineno", 1), "switched off", shortcut_message(name, forbidden.names.get(name))))
+
+    def attribute(self, node: ast.AST, name: str) -> None:
+        """The rules for reading attribute ``name`` of any object."""
+        if name.startswith("__") and name.endswith("__") and name not in HARMLESS_DUNDERS:
+            self.flag(node, "interpreter internals", f"`{name}` reaches Python's internals; graded code may not.")
+        elif name in INTERNAL_ATTRIBUTES:
+            self.flag(node, "internal API", f"`.{name}` reaches below the public API; use public tensor operations.")
+        elif name in module_attributes():
+            self.flag(node, "module not allowed", f"`.{name}` hands out the module `{name}`, which graded code may "
+                                                  f"not use: {_ALLOWED_TEXT}.")
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -419,62 +614,51 @@ class _Checker(ast.NodeVisitor):
 
     def judge_import(self, node: ast.AST, dotted: str, module: str | None = None) -> None:
         base = module or dotted
-        if not (_module_allowed(base) or _root(base) in (LIBRARY, "course_runtime", "autograder")):
+        if not (module_allowed(base) or _root(base) in (LIBRARY, "course_runtime", "autograder")):
             self.flag(node, "module not allowed", f"`import {base}`: {_ALLOWED_TEXT}.")
         else:
             self.judge(node, dotted)
 
     def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load) and node.id not in self.own:
-            if node.id in DYNAMIC_NAMES:
+        if isinstance(node.ctx, ast.Del) and node.id in ATTRIBUTE_FUNCTIONS:
+            self.flag(node, "dynamic code", f"`del {node.id}` would swap the grader's checked `{node.id}` for "
+                                            "Python's own; leave it in place.")
+        elif isinstance(node.ctx, ast.Load):
+            scope = self.program.binding(node)
+            if scope is None and node.id in DYNAMIC_NAMES:
                 self.flag(node, "dynamic code", f"`{node.id}` runs or reaches code by name; write the code itself.")
-            elif node.id in ATTRIBUTE_FUNCTIONS:
-                self.flag(node, "dynamic code", f"`{node.id}` may only be called directly with a fixed "
-                                                "attribute name, e.g. getattr(module, \"weight\").")
-            elif node.id in self.aliases:
-                self.judge(node, self.aliases[node.id])
+            elif scope is self.program.module and node.id in self.program.course:
+                dotted = self.program.dotted(node)
+                if dotted:
+                    self.judge(node, dotted)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.attribute(node, node.attr)
+        if not self.outermost(node):
+            return
+        dotted = self.program.dotted(node)
+        if dotted is None:
+            return
+        self.judge(node, dotted)
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self.flag(node, "monkeypatching", f"assigning to `{dotted}` changes a library everyone's code "
+                                              "relies on; leave it as it is.")
 
     def visit_Call(self, node: ast.Call) -> None:
         function = node.func
-        if (isinstance(function, ast.Name) and function.id in ATTRIBUTE_FUNCTIONS and function.id not in self.own
-                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-                and isinstance(node.args[1].value, str)):
-            self.attribute(node, node.args[1].value, node.args[0])   # getattr(x, "name") is x.name
-            if function.id in ("setattr", "delattr") and _dotted(node.args[0], self.aliases):
-                self.flag(node, "monkeypatching", f"{function.id} on `{_dotted(node.args[0], self.aliases)}` "
-                                                  "changes a library everyone's code relies on; leave it as it is.")
-            for argument in [node.args[0], *node.args[2:], *(k.value for k in node.keywords)]:
-                self.visit(argument)
+        if not (isinstance(function, ast.Name) and function.id in ATTRIBUTE_FUNCTIONS
+                and self.program.binding(function) is None and len(node.args) >= 2):
             return
-        self.generic_visit(node)
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        dotted = _dotted(node, self.aliases)
-        if dotted is not None and not (isinstance(self._base(node), ast.Name) and self._base(node).id in self.own):
-            self.judge(node, dotted)
-            if isinstance(node.ctx, (ast.Store, ast.Del)):
-                self.flag(node, "monkeypatching", f"assigning to `{dotted}` changes a library everyone's code "
-                                                  "relies on; leave it as it is.")
-            self.attribute(node, node.attr, None, resolved=True)
-            return                                       # the chain was judged as a whole
-        self.attribute(node, node.attr, node.value)
-        self.generic_visit(node)
-
-    @staticmethod
-    def _base(node: ast.AST) -> ast.AST:
-        while isinstance(node, ast.Attribute):
-            node = node.value
-        return node
-
-    def attribute(self, node: ast.AST, name: str, receiver: ast.AST | None, resolved: bool = False) -> None:
-        if name.startswith("__") and name.endswith("__") and name not in HARMLESS_DUNDERS:
-            self.flag(node, "interpreter internals", f"`{name}` reaches Python's internals; graded code may not.")
-        elif name in INTERNAL_ATTRIBUTES:
-            self.flag(node, "internal API", f"`.{name}` reaches below the public API; use public tensor operations.")
-        elif (not resolved and name in self.forbidden.attributes
-              and not (isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"))):
-            forbidden = self.forbidden.attributes[name]
-            self.flag(node, "switched off", shortcut_message(forbidden, self.forbidden.names.get(forbidden)))
+        name = node.args[1]
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            self.attribute(node, name.value)                     # getattr(x, "name") is x.name
+        receiver = self.program.dotted(node.args[0])
+        if receiver is not None:
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                self.judge(node, f"{receiver}.{name.value}")
+            if function.id in ("setattr", "delattr"):
+                self.flag(node, "monkeypatching", f"{function.id} on `{receiver}` changes a library everyone's "
+                                                  "code relies on; leave it as it is.")
 
     def visit_Await(self, node: ast.AST) -> None:
         self.flag(node, "concurrency", "async code may not be used in graded cells.")
@@ -482,70 +666,74 @@ class _Checker(ast.NodeVisitor):
     visit_AsyncFunctionDef = visit_AsyncFor = visit_AsyncWith = visit_Await
 
 
-def _own_names(trees: list[ast.Module]) -> set[str]:
-    """Names the learner's code binds other than by import (assignments, defs, parameters, loops)."""
-    own: set[str] = set()
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-                own.add(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                own.add(node.name)
-            elif isinstance(node, ast.arg):
-                own.add(node.arg)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                own.add(node.name)
-    return own
+def _lists_per_cell(policy: Policy, cells: list[tuple[str | None, str]], trees: list) -> list[_Forbidden | None]:
+    """The switched-off names that concern each cell: a solution cell's part's list; for the learner's
+    own extra cell, the lists of the parts whose cells read a name it defines (none for a scratch cell)."""
+    cache: dict[tuple[str, ...], _Forbidden] = {}
+
+    def forbidden(keys: list[str]) -> _Forbidden | None:
+        names: dict[str, str | None] = {}
+        for key in keys:
+            for name, reason in policy.forbidden.get(key, {}).items():
+                names.setdefault(name, reason)
+        if not names:
+            return None
+        signature = tuple(sorted(keys))
+        if signature not in cache:
+            cache[signature] = _Forbidden(names)
+        return cache[signature]
+
+    reads = [{n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+             if isinstance(tree, ast.Module) else set() for tree in trees]
+    lists: list[_Forbidden | None] = []
+    for (key, _), tree in zip(cells, trees):
+        if key is not None:
+            lists.append(forbidden([key]))
+            continue
+        defined = {name for statement in (tree.body if isinstance(tree, ast.Module) else [])
+                   if isinstance(statement, _SURE_BINDINGS) for name in _statement_names(statement)}
+        users = [other for (other, _), seen in zip(cells, reads) if other is not None and seen & defined]
+        lists.append(forbidden(users))
+    return lists
 
 
-def _aliases(policy: Policy, trees: list[ast.Module]) -> dict[str, str]:
-    """What names stand for in learner code: the course's imports, the learner's imports, and the
-    learner's plain aliases of those (``t = torch``)."""
-    aliases = dict(policy.provided)
-    for tree in trees:
-        aliases.update(_bindings(ast.unparse(tree)))
-    for tree in trees:
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-                target = _dotted(node.value, aliases) if isinstance(node.value, (ast.Attribute, ast.Name)) else None
-                if isinstance(node.value, ast.Name) and node.value.id in aliases:
-                    target = aliases[node.value.id]
-                if target:
-                    aliases[node.targets[0].id] = target
-    return aliases
-
-
-def check_cells(policy: Policy, cells: list[tuple[str | None, str]]) -> dict[int, list[Violation]]:
+def judge_cells(policy: Policy, cells: list[tuple[str | None, str]]
+                ) -> tuple[dict[int, list[Violation]], dict[int, list[Violation]]]:
     """Judge learner code.
 
     Args:
         policy: the notebook's policy.
-        cells: ``(grade_id or None, source)`` for every cell whose code is the learner's; a grade id
-            picks that part's list, None (an extra or edited course cell) means every part's list.
+        cells: ``(grade_id or None, source)`` for every cell whose code is the learner's, in the order
+            they run; a grade id picks that part's list, None is the learner's own extra cell (or an
+            edited course cell).
 
     Returns:
-        For each index of ``cells`` that breaks a rule, its violations, in line order.
+        ``(violations, notices)``, each mapping an index of ``cells`` to its findings in line order:
+        violations break a rule and cost the cell; notices name a switched-off built-in the code
+        refers to, which costs the part's tests only if it runs while they do (the kernel's guard sees
+        that), for ``validate`` to tell the learner in advance.
     """
     trees = [_parse(source) for _, source in cells]
-    parsed = [tree for tree in trees if isinstance(tree, ast.Module)]
-    own = _own_names(parsed)
-    aliases = _aliases(policy, parsed)
-    own -= {name for name in own if name in aliases and aliases[name] != policy.provided.get(name)}
-    found: dict[int, list[Violation]] = {}
-    everywhere = _Forbidden(policy.everywhere)
-    for index, ((key, _), tree) in enumerate(zip(cells, trees)):
+    parsed = [tree if isinstance(tree, ast.Module) else ast.Module(body=[], type_ignores=[]) for tree in trees]
+    program = _Program(parsed, policy.provided)
+    checker = _Checker(policy, program, _lists_per_cell(policy, cells, trees))
+    checker.run()
+    for index, tree in enumerate(trees):
         if isinstance(tree, SyntaxError):
-            found[index] = [Violation(tree.lineno or 1, "not Python",
-                                      f"the cell does not parse as Python ({tree.msg}); fix the syntax "
-                                      "(IPython magics and `>>>` prompts are not allowed in graded code)")]
-            continue
-        names = policy.forbidden.get(key, {}) if key is not None else None
-        checker = _Checker(policy, _Forbidden(names) if names is not None else everywhere, aliases, own)
-        checker.visit(tree)
-        if checker.found:
-            unique = {(v.line, v.rule, v.message): v for v in checker.found}
-            found[index] = sorted(unique.values(), key=lambda v: v.line)
-    return found
+            checker.found[index] = [Violation(tree.lineno or 1, "not Python",
+                                              f"the cell is not Python that can be graded ({tree.msg}); fix it "
+                                              "(IPython magics and `>>>` prompts are not allowed in graded code)")]
+
+    def ordered(found: dict[int, list[Violation]]) -> dict[int, list[Violation]]:
+        return {index: sorted({(v.line, v.rule, v.message): v for v in items}.values(), key=lambda v: v.line)
+                for index, items in sorted(found.items())}
+
+    return ordered(checker.found), ordered(checker.notices)
+
+
+def check_cells(policy: Policy, cells: list[tuple[str | None, str]]) -> dict[int, list[Violation]]:
+    """The rule violations of :func:`judge_cells` only: what costs points."""
+    return judge_cells(policy, cells)[0]
 
 
 def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None) -> list[str]:
@@ -564,8 +752,14 @@ def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None
                if cell.origin == "yours" and cell.cell_type == "code"
                and not (cell.key in by_key and cell.kind not in (SOLUTION, MANUAL)
                         and cell.source == by_key[cell.key].source)]   # a course cell the learner left as it was
-    verdicts = check_cells(policy, [(cell.key if cell.kind in (SOLUTION, MANUAL) else None, cell.source)
-                                    for _, cell in learner])
+    verdicts, notices = judge_cells(policy, [(cell.key if cell.kind in (SOLUTION, MANUAL) else None, cell.source)
+                                             for _, cell in learner])
+    for position, found in notices.items():
+        cell = learner[position][1]
+        where = f"your cell `{cell.key}`" if cell.key else "one of your own cells"
+        assembly.advice.extend(f"{where}, line {v.line}: {v.message} This costs points only if the line runs "
+                               "while that part's tests call your code; a comparison with the built-in outside "
+                               "your functions is fine." for v in found)
     lines: list[str] = []
     dropped: list[int] = []
     for position, violations in verdicts.items():
@@ -597,7 +791,8 @@ def describe(policy: Policy) -> str:
     given = sorted(policy.library_names())
     lines.append("library names the notebook gives learners: " + (", ".join(given) if given else "none"))
     lines.append("imports allowed: " + ", ".join(sorted(ALLOWED_MODULES)))
-    lines.append("never: " + ", ".join(sorted(DYNAMIC_NAMES)) + ", getattr/setattr with a computed name, "
+    lines.append("never: " + ", ".join(sorted(DYNAMIC_NAMES)) + ", deleting getattr/setattr/delattr/hasattr (the grading kernel's own versions refuse "
+                 "internals and modules at run time), "
                  "dunder attributes but " + ", ".join(sorted(HARMLESS_DUNDERS)) + ", async code, "
                  "assignments to library attributes, " + ", ".join(BANNED_PATHS) + ", private names")
     return "\n".join(lines)

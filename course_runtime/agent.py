@@ -286,10 +286,12 @@ def install() -> None:
     """
     from IPython import get_ipython
 
-    from course_runtime import testing
+    from course_runtime import checked_builtins, testing
 
     testing._PARTIAL_LIBRARY[0] = True
-    kernel = get_ipython().kernel
+    shell = get_ipython()
+    checked_builtins.install(shell.user_ns)   # attribute names computed at run time are checked here
+    kernel = shell.kernel
 
     def handle(stream, idents, message) -> None:
         try:
