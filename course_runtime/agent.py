@@ -35,6 +35,7 @@ import importlib
 import json
 import sys
 import types
+from collections.abc import Iterator
 
 import torch
 
@@ -177,7 +178,7 @@ _definitions: dict[tuple, object] = {}
 
 
 def _call(request: dict) -> object:
-    from course_runtime.testing import forbid_shortcuts, standing_in
+    from course_runtime.testing import standing_in
 
     target = request["target"]
     function = _import(target["$import"]) if "$import" in target else _resolve(target)
@@ -189,12 +190,35 @@ def _call(request: dict) -> object:
         stack.enter_context(torch.set_grad_enabled(bool(request.get("grad", True))))
         stand_ins = {name: _resolve(document) for name, document in request.get("stand_ins", {}).items()}
         stack.enter_context(standing_in(**stand_ins))
-        for group in request.get("forbid", []):
-            stack.enter_context(forbid_shortcuts(*group["names"], reason=group.get("reason")))
         value = function(*args, **kwargs)
     changed = [i for i, (t, b) in enumerate(zip(received, before))
                if t.shape != b.shape or t.dtype != b.dtype or not torch.equal(t.detach(), b)]
     return _Result(value, changed, received)
+
+
+# The shortcut guard of the current test: the groups of ``forbid_shortcuts`` names its calls carried,
+# ``{"names": [...], "reason": ...}``, from the first call that carries one until ``release``. Every
+# request runs under all of them, its answer's encoding included (see :func:`answer`).
+_guard: list[dict] = []
+
+
+def _remember_guard(request: dict) -> None:
+    """Add the forbid groups ``request`` carries to the current test's guard."""
+    for group in request.get("forbid", []):
+        entry = {"names": [str(name) for name in group["names"]], "reason": group.get("reason")}
+        if entry not in _guard:
+            _guard.append(entry)
+
+
+@contextlib.contextmanager
+def _guarded() -> Iterator[None]:
+    """Run a block under every group of the current test's guard."""
+    from course_runtime.testing import forbid_shortcuts
+
+    with contextlib.ExitStack() as stack:
+        for group in _guard:
+            stack.enter_context(forbid_shortcuts(*group["names"], reason=group["reason"]))
+        yield
 
 
 def _dispatch(request: dict) -> object:
@@ -208,7 +232,7 @@ def _dispatch(request: dict) -> object:
     if op == "call":
         return _call(request)
     if op == "release":
-        _objects.clear()
+        _objects.clear()  # under the guard still: dropping the learner's objects may run their __del__
         _definitions.clear()
         return None
     target = _resolve(request["target"])
@@ -249,11 +273,9 @@ def _describe(error: BaseException) -> dict:
     return {"types": kinds, "message": message[:MAX_ERROR_CHARS]}
 
 
-def answer(request_text: str) -> str:
-    """The response (JSON text) to one request of the grader (see the module docstring)."""
-    _budget.update(bytes=KNOWN_BYTES, references=KNOWN_REFERENCES, depth=0)
+def _respond(request: dict) -> dict:
+    """The response to one parsed request, its values encoded, or the error the learner's code raised."""
     try:
-        request = json.loads(request_text)
         value = _dispatch(request)
         response = {"ok": True}
         if isinstance(value, _Result):
@@ -268,10 +290,33 @@ def answer(request_text: str) -> str:
             known = _known(_objects[target["$ref"]])
             if known is not None:
                 response["target_known"] = known
+        return response
     except wire.WireError as error:
-        response = {"ok": False, "error": {"types": ["WireError"], "message": str(error)}}
+        return {"ok": False, "error": {"types": ["WireError"], "message": str(error)}}
     except Exception as error:  # the learner's code may raise anything; the referee decides
+        return {"ok": False, "error": _describe(error)}
+
+
+def answer(request_text: str) -> str:
+    """The response (JSON text) to one request of the grader (see the module docstring).
+
+    The request, the encoding of its answer and the message of an error the learner's code raised all
+    run under the current test's shortcut guard (see :data:`_guard`): no code of the learner's runs
+    outside it while a test is under way, whether it runs in the call itself, in a tensor subclass or
+    a sequence read when the result is encoded, or in a later request on what the call returned.
+    """
+    _budget.update(bytes=KNOWN_BYTES, references=KNOWN_REFERENCES, depth=0)
+    request = None
+    try:
+        request = json.loads(request_text)
+        _remember_guard(request)
+        with _guarded():
+            response = _respond(request)
+    except Exception as error:  # a malformed request, or a guard that cannot be set up (a test's typo)
         response = {"ok": False, "error": _describe(error)}
+    finally:
+        if type(request) is dict and request.get("op") == "release":
+            _guard.clear()
     return json.dumps(response, allow_nan=False, separators=(",", ":"))
 
 

@@ -32,6 +32,7 @@ import math
 import random
 import sys
 import types
+import typing
 from collections.abc import Iterator, Mapping, Sequence
 
 import numpy
@@ -459,35 +460,81 @@ def _same_answer(answer: object, expected: object, rel_tol: float) -> bool:
 
 
 
-# The kernels behind built-ins: blocked at dispatch too, so that torch.ops.aten calls are caught. Each
-# family names the public PyTorch function a learner most likely called to reach those kernels.
+# What a forbidden built-in computes, down to the ATen operators. Forbidding a name (matched by its last
+# parts, e.g. "softmax" in "torch.Tensor.softmax") switches off its whole family: every operator that
+# computes the same thing (``kernels``: refused at dispatch, which also catches ``torch.ops.aten`` calls and
+# built-ins that reach them some other way, e.g. ``torch.sparse.softmax`` or ``torch.instance_norm``), and
+# the torch functions that decompose into ordinary operators before dispatch (``functions``, refused as
+# called, e.g. ``torch.rms_norm(x - mean)``). ``backward`` also refuses every operator the autograd engine
+# runs (``backward()``, ``torch.autograd.grad``, ``torch.func`` transforms), and ``torch._make_dual`` among
+# the functions refuses forward-mode AD (``torch.func.jvp``, ``jacfwd``, ``torch.autograd.forward_ad``).
+class _Family(typing.NamedTuple):
+    public: str                      # the built-in named in the learner's message
+    kernels: tuple[str, ...]         # names of ``torch.ops.aten`` operators
+    functions: tuple[str, ...] = ()  # dotted names of torch functions that never reach a kernel of their own
+    backward: bool = False
+
+
+_ATTENTION_KERNELS = (
+    "scaled_dot_product_attention", "_scaled_dot_product_attention_math", "_safe_softmax",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_fused_attention_overrideable", "_scaled_dot_product_attention_math_for_mps",
+    "_flash_attention_forward", "_efficient_attention_forward", "_native_multi_head_attention",
+    "_transformer_encoder_layer_fwd")
+_ATTENTION_FUNCTIONS = ("torch.nn.functional.scaled_dot_product_attention",
+                        "torch.nn.functional.multi_head_attention_forward")
+_SOFTMAX = _Family("torch.softmax", (
+    "_softmax", "softmax", "_log_softmax", "log_softmax", "special_softmax", "special_log_softmax",
+    "_sparse_softmax", "_sparse_log_softmax", "_masked_softmax", "logsumexp", "special_logsumexp",
+    "logcumsumexp", "_logcumsumexp", *_ATTENTION_KERNELS), _ATTENTION_FUNCTIONS)
+_ATTENTION = _Family("torch.nn.functional.scaled_dot_product_attention", _ATTENTION_KERNELS, _ATTENTION_FUNCTIONS)
+_MULTI_HEAD = _Family("torch.nn.MultiheadAttention", ("_native_multi_head_attention", "_transformer_encoder_layer_fwd"),
+                      ("torch.nn.functional.multi_head_attention_forward",))
+_NORM_FUNCTIONS = ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "instance_norm",
+                   "batch_norm", "native_batch_norm", "rms_norm")
+_LAYER_NORM = _Family("torch.nn.functional.layer_norm", (
+    *_NORM_FUNCTIONS, "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+    "_native_batch_norm_legit_functional", "_batch_norm_with_update", "_batch_norm_with_update_functional",
+    "_batch_norm_no_update", "_batch_norm_impl_index", "cudnn_batch_norm", "miopen_batch_norm", "batch_norm_elemt",
+    "_fused_rms_norm", "_transformer_encoder_layer_fwd"),
+    (*(f"torch.{name}" for name in _NORM_FUNCTIONS),
+     *(f"torch.nn.functional.{name}" for name in ("layer_norm", "group_norm", "instance_norm", "batch_norm",
+                                                  "rms_norm"))))
+_GELU = _Family("torch.nn.functional.gelu", ("gelu", "_transformer_encoder_layer_fwd"), ("torch.nn.functional.gelu",))
+_ENCODER_LAYER = _Family("torch.nn.TransformerEncoderLayer", ("_transformer_encoder_layer_fwd",))
+_RNN = _Family("torch.nn.RNN", (
+    "rnn_tanh", "rnn_tanh_cell", "rnn_relu", "rnn_relu_cell", "lstm", "lstm_cell", "gru", "gru_cell",
+    "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "mkldnn_rnn_layer", "_cudnn_rnn", "miopen_rnn"),
+    tuple(f"torch.{name}" for name in ("rnn_tanh", "rnn_tanh_cell", "rnn_relu", "rnn_relu_cell", "lstm", "lstm_cell",
+                                       "gru", "gru_cell")))
+_AUTOGRAD = _Family("torch.autograd.grad", ("_make_dual",),
+                    ("torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward", "torch._make_dual"),
+                    backward=True)
 _ATEN_KERNELS = {
-    "softmax": ("torch.softmax", ("_softmax", "_safe_softmax")),
-    "Softmax": ("torch.softmax", ("_softmax", "_safe_softmax")),
-    "log_softmax": ("torch.log_softmax", ("_log_softmax",)),
-    "LogSoftmax": ("torch.log_softmax", ("_log_softmax",)),
-    "scaled_dot_product_attention": ("torch.nn.functional.scaled_dot_product_attention",
-                                     ("_scaled_dot_product_flash_attention_for_cpu",
-                                      "_scaled_dot_product_flash_attention",
-                                      "_scaled_dot_product_efficient_attention",
-                                      "_scaled_dot_product_cudnn_attention")),
-    "multi_head_attention_forward": ("torch.nn.MultiheadAttention", ("_native_multi_head_attention",)),
-    "MultiheadAttention": ("torch.nn.MultiheadAttention", ("_native_multi_head_attention",)),
-    "layer_norm": ("torch.nn.functional.layer_norm", ("native_layer_norm",)),
-    "LayerNorm": ("torch.nn.functional.layer_norm", ("native_layer_norm",)),
-    "gelu": ("torch.nn.functional.gelu", ("gelu",)),
-    "GELU": ("torch.nn.functional.gelu", ("gelu",)),
+    **dict.fromkeys(("softmax", "Softmax", "_softmax", "log_softmax", "LogSoftmax", "softmin", "Softmin",
+                     "logsumexp", "logcumsumexp"), _SOFTMAX),
+    "scaled_dot_product_attention": _ATTENTION,
+    **dict.fromkeys(("multi_head_attention_forward", "MultiheadAttention"), _MULTI_HEAD),
+    **dict.fromkeys(("layer_norm", "LayerNorm", "native_layer_norm", "group_norm", "GroupNorm", "instance_norm",
+                     "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "batch_norm", "BatchNorm1d",
+                     "BatchNorm2d", "BatchNorm3d", "rms_norm", "RMSNorm"), _LAYER_NORM),
+    **dict.fromkeys(("gelu", "GELU"), _GELU),
+    **dict.fromkeys(("TransformerEncoderLayer", "_transformer_encoder_layer_fwd"), _ENCODER_LAYER),
+    **dict.fromkeys(("RNN", "RNNCell", "LSTM", "LSTMCell", "GRU", "GRUCell", "rnn_tanh", "rnn_tanh_cell"), _RNN),
+    **dict.fromkeys(("grad", "backward", "jacobian", "hessian", "vjp", "jvp", "hvp", "vhp", "jacrev", "jacfwd",
+                     "linearize"), _AUTOGRAD),
 }
+# Tensor subclasses of PyTorch whose torch-function handling is PyTorch's own (no code runs in it).
+_PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer)
 
 
-def _aten_kernels(dotted_name: str) -> tuple[str | None, list]:
-    """The public built-in and the aten overload packets computing what ``dotted_name`` computes
-    (``(None, [])`` if none is known)."""
+def _family(dotted_name: str) -> _Family | None:
+    """The family of built-ins that computes what ``dotted_name`` computes, or None if none is known."""
     for part in reversed(dotted_name.split(".")):
         if part in _ATEN_KERNELS:
-            public, ops = _ATEN_KERNELS[part]
-            return public, [getattr(torch.ops.aten, op) for op in ops if hasattr(torch.ops.aten, op)]
-    return None, []
+            return _ATEN_KERNELS[part]
+    return None
 
 
 def _kernel_message(dotted_name: str, public: str, reason: str | None) -> str:
@@ -499,29 +546,55 @@ def _kernel_message(dotted_name: str, public: str, reason: str | None) -> str:
             f"{reason or advice(dotted_name)}.")
 
 
-class _ForbidFunctions(TorchFunctionMode):
-    """Refuse calls of the forbidden torch functions however they are reached (aliases included)."""
+def _refuse_subclasses(types: tuple) -> None:
+    """Refuse a tensor subclass of the learner's with its own ``__torch_function__`` or ``__torch_dispatch__``:
+    PyTorch runs that code with the guard's own mode paused, so it could call a forbidden built-in unseen."""
+    for kind in types:
+        if kind not in _PLAIN_TENSOR_TYPES:
+            raise ShortcutError(
+                f"your code used a tensor subclass with its own __torch_function__ or __torch_dispatch__ "
+                f"(`{kind.__module__}.{kind.__qualname__}`) while the built-ins of this part are switched off; "
+                "graded code works with plain tensors: return and compute with torch.Tensor objects")
 
-    def __init__(self, blocked: dict) -> None:
+
+def _operator(func: object) -> object:
+    """The ``torch.ops.aten`` overload packet a call of ``func`` runs, or None for other callables."""
+    if _type(func) is torch._ops.OpOverload:
+        return func.overloadpacket
+    return func if _type(func) is torch._ops.OpOverloadPacket else None
+
+
+class _ForbidFunctions(TorchFunctionMode):
+    """Refuse calls of the forbidden torch functions however they are reached (aliases included), and
+    ``torch.ops.aten`` calls of forbidden operators (``operators``: overload packet -> message)."""
+
+    def __init__(self, blocked: dict, operators: dict) -> None:
         super().__init__()
-        self.blocked = blocked
+        self.blocked, self.operators = blocked, operators
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        _refuse_subclasses(types)
         message = self.blocked.get(func) if _isinstance(func, _hashable) else None
+        if message is None and self.operators:
+            message = self.operators.get(_operator(func))
         if message is not None:
             raise ShortcutError(message)
         return func(*args, **(kwargs or {}))
 
 
 class _ForbidKernels(TorchDispatchMode):
-    """Refuse the aten kernels of forbidden built-ins, e.g. reached through ``torch.ops.aten``."""
+    """Refuse the aten kernels of forbidden built-ins, e.g. reached through ``torch.ops.aten``, and, with
+    ``backward`` (a message), every kernel the autograd engine runs."""
 
-    def __init__(self, blocked: dict) -> None:
+    def __init__(self, blocked: dict, backward: str | None) -> None:
         super().__init__()
-        self.blocked = blocked
+        self.blocked, self.backward = blocked, backward
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        _refuse_subclasses(types)
         message = self.blocked.get(func.overloadpacket)
+        if message is None and self.backward is not None and torch._C._current_graph_task_id() != -1:
+            message = self.backward
         if message is not None:
             raise ShortcutError(message)
         return func(*args, **(kwargs or {}))
@@ -587,8 +660,17 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
     those callables (e.g. after ``from torch.nn.functional import softmax``) are switched off too,
     and so are calls that reach a torch function some other way (a default argument, a closure):
     a ``__torch_function__`` mode refuses the original functions, and a ``__torch_dispatch__`` mode
-    refuses the kernels behind known built-ins (softmax, attention, layer norm, GELU), which also
-    catches ``torch.ops.aten`` calls. Everything is restored when the block ends, also when it ends
+    refuses every kernel that computes what a known built-in computes (its family, see :data:`_ATEN_KERNELS`:
+    softmax with logsumexp, sparse softmax and attention; the layer, batch, instance, group and RMS norms;
+    attention; GELU; RNNs; autograd, forward-mode AD and ``torch.func``), which also catches
+    ``torch.ops.aten`` calls. Tensor subclasses with their own ``__torch_function__`` or ``__torch_dispatch__``
+    are refused while the block runs (PyTorch runs their code with the modes paused).
+
+    What holds in which thread: the replaced callables and aliases hold in every thread of the process;
+    the two modes are PyTorch's thread-local state, so they hold in the thread that enters the block and
+    in the autograd engine's threads its backward passes run on (PyTorch carries the modes there), not in
+    a thread the learner's code started itself (graded code may not import ``threading``,
+    ``concurrent``, ``asyncio`` or ``multiprocessing``: see ``autograder/policy.py``). Everything is restored when the block ends, also when it ends
     with an exception. Compute the reference answer *outside* the block. Also usable as a decorator.
 
     Args:
@@ -620,7 +702,23 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
     saved: list[tuple[object, str, object, bool]] = []
     saved_aliases: list[tuple[str, object]] = []
     blocked_functions: dict = {}
-    blocked_kernels: dict = {}
+    blocked_operators: dict = {}
+    backward = None
+    for name in dotted_names:  # the families first: their functions as they are before any is replaced
+        family = _family(name)
+        if family is None:
+            continue
+        message = _kernel_message(name, family.public, reason)
+        for operator in family.kernels:
+            if hasattr(torch.ops.aten, operator):
+                blocked_operators.setdefault(getattr(torch.ops.aten, operator), message)
+        for function in family.functions:
+            found = _resolve(function)
+            value = getattr(*found, None) if found is not None else None
+            if _isinstance(value, _hashable):
+                blocked_functions.setdefault(value, message)
+        if family.backward:
+            backward = backward or message
     modes = contextlib.ExitStack()
     try:
         for name, owner, attribute in targets:
@@ -630,17 +728,14 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
             saved.append((owner, attribute, original, own or not _isinstance(owner, type)))
             if _isinstance(original, _hashable):
                 blocked_functions[original] = blocker.__doc__
-            public, kernels = _aten_kernels(name)
-            for kernel in kernels:
-                blocked_kernels.setdefault(kernel, _kernel_message(name, public, reason))
             setattr(owner, attribute, blocker)
             for alias, value in list(main_namespace.items()):
                 if value is original and not alias.startswith("__"):
                     saved_aliases.append((alias, value))
                     main_namespace[alias] = blocker
-        modes.enter_context(_ForbidFunctions(blocked_functions))
-        if blocked_kernels:
-            modes.enter_context(_ForbidKernels(blocked_kernels))
+        modes.enter_context(_ForbidFunctions(blocked_functions, blocked_operators))
+        if blocked_operators or backward:  # a dispatch mode slows every operator: only where it refuses some
+            modes.enter_context(_ForbidKernels(blocked_operators, backward))
         yield
     finally:
         modes.close()
