@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import hmac
+import itertools
 import json
 import os
 import re
@@ -71,6 +72,8 @@ _SIGNAL_REASONS = {signal.SIGKILL: "it was killed (SIGKILL)", signal.SIGXCPU: "i
 # What this grading process asked of kernels: started kernels (warm or cold) and the agent's
 # requests, for benchmarks (``benchmarks/grading_throughput.py``) and the batch's summary.
 STATS = {"kernels": 0, "warm_kernels": 0, "requests": 0}
+# Numbers the kernels' cgroups of this grading process (see :meth:`SandboxedKernel._make_cgroup`).
+_CGROUP_NUMBERS = itertools.count()
 # The fork server of this grading process (see :mod:`autograder.forkserver`), shared by its job slots.
 FORK_SERVER = forkserver.ForkServer()
 atexit.register(FORK_SERVER.stop)
@@ -292,6 +295,8 @@ class SandboxedKernel:
         self._log = None
         self._own_shared: Path | None = None
         self.budget = Budget(limits)
+        self.cgroup = ""
+        self.deadline: float | None = None
 
     # --- life cycle ---
 
@@ -316,7 +321,8 @@ class SandboxedKernel:
             env=sandbox.kernel_environment(shared, isolate=self.isolated, workdir=learner_dir),
             limits=asdict(self.limits), isolate=self.isolated, uid=sandbox.kernel_uid(self.slot),
             workdir=str(learner_dir), shared=str(shared), new_root=str(new_root),
-            read_only=sandbox.readable_roots() if self.isolated else [], hidden=hidden, library=library)
+            read_only=sandbox.readable_roots() if self.isolated else [], hidden=hidden, library=library,
+            cgroup=self._make_cgroup())
         spec_path = self.workdir / "sandbox.json"
         spec_path.write_text(json.dumps(asdict(spec)), encoding="utf-8")
         argv = [sys.executable, SANDBOX_SCRIPT, str(spec_path), "{connection_file}"]
@@ -355,6 +361,17 @@ class SandboxedKernel:
         if not installed.ok:
             await self.stop()
             raise KernelStopped(f"the kernel did not start (the grading agent failed: {installed.reason})")
+        self.deadline = time.monotonic() + self.limits.notebook_timeout
+
+    def _make_cgroup(self) -> str:
+        """The kernel's own memory cgroup (see :func:`autograder.sandbox.make_cgroup`); "" where
+        there is none, and then the memory limit applies to each of its processes alone."""
+        try:
+            self.cgroup = sandbox.make_cgroup(f"autograder-{os.getpid()}-{self.slot}-{next(_CGROUP_NUMBERS)}",
+                                              self.limits)
+        except OSError:
+            self.cgroup = ""
+        return self.cgroup
 
     async def stop(self) -> None:
         """Stop the kernel and everything in its sandbox; safe to call more than once."""
@@ -364,6 +381,9 @@ class SandboxedKernel:
         if self.kc is not None:
             self.kc.stop_channels()
             self.kc = None
+        if self.cgroup:  # at once: no process of the kernel's gets to run its own shutdown
+            cgroup, self.cgroup = self.cgroup, ""
+            await asyncio.to_thread(sandbox.kill_cgroup, cgroup)
         if self.km is not None:
             km, self.km = self.km, None
             try:
@@ -405,6 +425,9 @@ class SandboxedKernel:
         code = process.poll() if process is not None else None
         if code is None:
             return "the kernel stopped responding"
+        if self.cgroup and sandbox.cgroup_out_of_memory(self.cgroup):
+            return (f"the kernel stopped: its processes together used more than the memory limit "
+                    f"({self.limits.memory_mb} MiB)")
         if code < 0 or code > 128:
             number = -code if code < 0 else code - 128
             try:
@@ -469,6 +492,8 @@ class SandboxedKernel:
             return await self._reply(msg_id, timeout)
         except asyncio.TimeoutError:
             await self.km.interrupt_kernel()
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return None  # the notebook's time is up: no grace; the grader stops the kernel next
         try:
             await self._reply(msg_id, INTERRUPT_GRACE_S)
         except asyncio.TimeoutError:
@@ -491,6 +516,9 @@ class SandboxedKernel:
         """
         if self.kc is None:
             raise KernelStopped("the kernel is not running")
+        timeout = self._within_deadline(timeout)
+        if timeout <= 0:
+            return CellOutcome("timeout", self._past_deadline())
         start = time.monotonic()
         msg_id = self.kc.execute(code, silent=silent, store_history=not silent, allow_stdin=False,
                                  stop_on_error=False)
@@ -511,6 +539,17 @@ class SandboxedKernel:
         await self._check_budget()
         return CellOutcome(status, reason, collector.outputs, time.monotonic() - start)
 
+    def _within_deadline(self, timeout: float) -> float:
+        """``timeout``, cut to the time left before the notebook's deadline (set once the kernel has
+        started: ``Limits.notebook_timeout``), so that every request, the grader's clean-ups
+        included, ends by then (a request left no time is not sent at all)."""
+        if self.deadline is None:
+            return timeout
+        return max(0.0, min(timeout, self.deadline - time.monotonic()))
+
+    def _past_deadline(self) -> str:
+        return f"not run: the notebook used up its time limit of {self.limits.notebook_timeout:g} s"
+
     async def _check_budget(self) -> None:
         if self.budget.exceeded:
             await self.stop()
@@ -529,6 +568,9 @@ class SandboxedKernel:
         """
         if self.kc is None:
             raise KernelStopped("the kernel is not running")
+        timeout = self._within_deadline(timeout)
+        if timeout <= 0:
+            raise AgentError(self._past_deadline(), timed_out=True)
         STATS["requests"] += 1
         message = self.kc.session.msg(REQUEST_TYPE, {"request": request})
         self.kc.shell_channel.send(message)

@@ -130,6 +130,9 @@ class KernelSpec:
         shared: the host folder holding the connection file and the kernel's Unix sockets, bound
             read-write at the same path (with ``isolate``).
         new_root: an empty host folder used as the mount point of the sandbox's root.
+        cgroup: the kernel's own memory cgroup (:func:`make_cgroup`), which the launcher joins
+            before anything else, so that the memory limit covers all the kernel's processes
+            together; "" where this machine offers none.
     """
 
     argv: list[str]
@@ -143,6 +146,7 @@ class KernelSpec:
     read_only: list[str] = field(default_factory=list)
     hidden: list[str] = field(default_factory=list)
     library: list[str] = field(default_factory=list)
+    cgroup: str = ""
 
 
 # --- What this platform can enforce ---------------------------------------------------------------
@@ -266,6 +270,111 @@ def kernel_uid(slot: int) -> int:
     return UID_BASE + (os.getpid() % 10_000) * 1000 + slot % 1000
 
 
+# --- One memory cgroup per kernel --------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def cgroup_parent() -> tuple[str, int] | None:
+    """``(folder, version)``: a cgroup folder this process may create kernels' memory cgroups in,
+    with its cgroup version; None where there is none (then the memory limit is per process).
+
+    Version 2: this process's own cgroup, if it delegates the ``memory`` controller to its children
+    (``cgroup.subtree_control``) and is writable. Version 1: this process's cgroup in the ``memory``
+    hierarchy, if writable (as root on most hosts and containers with ``/sys/fs/cgroup`` writable).
+    """
+    if sys.platform != "linux":
+        return None
+    try:
+        lines = Path("/proc/self/cgroup").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                folder = mount + path.rstrip("/")
+                try:
+                    delegated = Path(folder, "cgroup.subtree_control").read_text(encoding="utf-8").split()
+                except OSError:
+                    continue
+                if "memory" in delegated and os.access(folder, os.W_OK):
+                    return folder, 2
+        elif "memory" in controllers.split(","):
+            folder = "/sys/fs/cgroup/memory" + path.rstrip("/")
+            if os.path.isfile(folder + "/memory.limit_in_bytes") and os.access(folder, os.W_OK):
+                return folder, 1
+    return None
+
+
+def make_cgroup(name: str, limits: Limits) -> str:
+    """Create the memory cgroup ``name`` for one kernel, limited to ``limits.memory_mb`` for all its
+    processes together (swap included where the kernel accounts it) and to ``limits.processes``
+    processes (version 2); "" where this machine has no cgroup for it (:func:`cgroup_parent`)."""
+    parent = cgroup_parent()
+    if parent is None:
+        return ""
+    folder, version = parent
+    path = os.path.join(folder, name)
+    size = str(limits.memory_mb * 1024 * 1024)
+    settings = ([("memory.max", size), ("memory.swap.max", "0"), ("pids.max", str(limits.processes))]
+                if version == 2 else [("memory.limit_in_bytes", size), ("memory.memsw.limit_in_bytes", size)])
+    os.mkdir(path)
+    for file, value in settings:
+        if os.path.exists(os.path.join(path, file)):
+            Path(path, file).write_text(value, encoding="utf-8")
+    return path
+
+
+def cgroup_out_of_memory(path: str) -> bool:
+    """Whether the kernel's cgroup ``path`` ran into its memory limit (so a process of it was killed)."""
+    for file, key in (("memory.events", "oom_kill"), ("memory.oom_control", "oom_kill")):
+        try:
+            counts = dict(line.split() for line in Path(path, file).read_text(encoding="utf-8").splitlines())
+        except (OSError, ValueError):
+            continue
+        return int(counts.get(key, 0)) > 0
+    try:
+        return int(Path(path, "memory.failcnt").read_text(encoding="utf-8")) > 0
+    except (OSError, ValueError):
+        return False
+
+
+def kill_cgroup(path: str, *, wait_s: float = 2.0) -> None:
+    """Kill every process of the kernel's cgroup ``path`` and remove it; processes forked while it
+    is being emptied are killed too (it is read again until it is empty, for at most ``wait_s``)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            Path(path, "cgroup.kill").write_text("1", encoding="utf-8")
+        except OSError:
+            pass  # cgroup version 1, or a kernel before 5.14: kill one by one
+        try:
+            pids = Path(path, "cgroup.procs").read_text(encoding="utf-8").split()
+        except FileNotFoundError:
+            return
+        except OSError:
+            pids = []
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                continue
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
+
+
+def _join_cgroup(path: str) -> None:
+    """Move this process (and so everything it starts) into the kernel's cgroup ``path``."""
+    Path(path, "cgroup.procs").write_text(str(os.getpid()), encoding="utf-8")
+
+
 # --- The launcher ---------------------------------------------------------------------------------
 
 
@@ -384,14 +493,33 @@ def _become_learner(uid: int) -> None:
     os.setuid(uid)
 
 
+SWEEP_PASSES = 1000
+
+
 def _sweep(kernel_pid: int) -> None:
-    """Kill every process of the sandbox except PID 1 (this init) and the kernel."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) not in (1, kernel_pid):
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-            except ProcessLookupError:
-                continue
+    """Kill every process of the sandbox except PID 1 (this init) and the kernel, whatever session or
+    group it is in; ``/proc`` is read again until a pass finds none (a process that forks again
+    while it dies leaves a child for the next pass), for at most :data:`SWEEP_PASSES` passes."""
+    for _ in range(SWEEP_PASSES):
+        found = False
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) not in (1, kernel_pid) and not _zombie(entry):
+                found = True
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+        if not found:
+            return
+
+
+def _zombie(pid: str) -> bool:
+    """Whether process ``pid`` has ended (only its exit status is left, for the init to reap) or is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
 
 
 def _init(spec: KernelSpec, connection_file: str, start_kernel) -> None:
@@ -456,6 +584,8 @@ def launch(spec: KernelSpec, connection_file: str, start_kernel=exec_kernel) -> 
     limits = Limits(**spec.limits)
     if sys.platform == "linux":  # die with the grader (or the fork server), even if it is killed
         _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if spec.cgroup:
+        _join_cgroup(spec.cgroup)
     if not spec.isolate:
         os.chdir(spec.workdir)
         _set_limits(limits, per_kernel_processes=False)

@@ -3,9 +3,9 @@ channel charges its budget frame by frame and never parses a huge header, a kern
 all its processes, and nothing of a learner's runs after its deadline."""
 
 import zipfile
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from autograder.submissions import _short_component, collect_submissions, extract_zip, newest_attempts_first
 
@@ -115,3 +115,60 @@ def test_the_channel_parses_honest_messages_and_refuses_huge_headers_without_rea
     sender.send_multipart(frames)
     with pytest.raises(ValueError, match="not JSON objects"):
         asyncio.run(channel.get_msg(timeout=10))
+
+
+RE_FORKER = """
+import os, subprocess, sys
+code = "import os, time\\nwhile True:\\n    os.setsid() if os.fork() == 0 else os._exit(0)\\n    time.sleep(0.001)\\n"
+subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+"""
+LIVE_PROCESSES = ("import os\nprint(sum(open(f'/proc/{e}/stat').read().rpartition(')')[2].split()[0] != 'Z'"
+                  " for e in os.listdir('/proc') if e.isdigit()))")
+SLOW_DEL = """
+import time
+class Slow:
+    def __del__(self):
+        time.sleep(60)
+slow = Slow()
+"""
+
+
+@pytest.mark.slow
+def test_kernel_processes_share_one_memory_limit_and_nothing_runs_past_the_deadline(tmp_path):
+    import asyncio
+    import os
+    import time
+
+    from autograder import sandbox
+    from autograder.runner import AgentError, SandboxedKernel
+    from autograder.sandbox import Limits
+
+    limits = Limits(notebook_timeout=8, cell_timeout=8, memory_mb=4096)
+
+    async def run():
+        kernel = SandboxedKernel(tmp_path, limits, 0)
+        await kernel.start()
+        cgroup = kernel.cgroup
+        try:
+            if cgroup:      # every process of the kernel is in its cgroup, under one limit for all
+                limit_file = "memory.max" if sandbox.cgroup_parent()[1] == 2 else "memory.limit_in_bytes"
+                assert int(open(os.path.join(cgroup, limit_file)).read()) == 4096 * 1024 * 1024
+                assert open(os.path.join(cgroup, "cgroup.procs")).read().split()
+            if kernel.isolated:   # a process re-forking in new sessions does not outlive the sweep
+                assert (await kernel.run(RE_FORKER, 10)).ok
+                await asyncio.sleep(0.5)
+                await kernel.sweep()
+                await asyncio.sleep(0.2)
+                count = await kernel.run(LIVE_PROCESSES, 10)
+                assert count.outputs[0]["text"].strip() == "2", count.outputs     # the init and the kernel
+            assert (await kernel.run(SLOW_DEL, 10)).ok
+            start = time.monotonic()
+            outcome = await kernel.run("del slow", 60)       # the clean-up's own 60 s are cut to the deadline
+            assert outcome.status == "timeout" and time.monotonic() - start < limits.notebook_timeout + 1
+            with pytest.raises(AgentError, match="time limit"):
+                await kernel.ask('{"op": "release"}', 30)    # past the deadline nothing more is sent
+        finally:
+            await kernel.stop()
+        assert not cgroup or not os.path.exists(cgroup)     # gone, and every process in it with it
+
+    asyncio.run(run())
