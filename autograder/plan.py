@@ -29,7 +29,9 @@ copy shipped inside the installed package (:data:`PACKAGED_EXERCISES`, see ``pyp
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +51,17 @@ PACKAGED_EXERCISES = Path(__file__).resolve().parent / "exercises"
 
 class PlanError(Exception):
     """The instructor's notebooks cannot be graded from (e.g. a duplicate grade id)."""
+
+
+# The install line of a setup cell: which repository and ref it installs from changes with every fork
+# and release, not what the cell is.
+_INSTALL_REF = re.compile(r"git\+https?://[^\s\"'@]+@[^\s\"']+")
+# Where the Chinese edition keeps its released exercises, relative to the repository root.
+EDITIONS = ("zh/exercises",)
+
+
+def _without_ref(source: str) -> str:
+    return _INSTALL_REF.sub("git+REPOSITORY@REF", source)
 
 
 def strip_hidden_region(source: str, begin: str = HIDDEN_BEGIN, end: str = HIDDEN_END,
@@ -134,10 +147,25 @@ class PlanCell:
 
 @dataclass
 class NotebookPlan:
-    """One instructor notebook: its name (without ``.ipynb``) and cells, in order."""
+    """One instructor notebook: its name (without ``.ipynb``) and cells, in order.
+
+    ``variants`` holds, per key of a course cell without nbgrader metadata (the setup cell, imports),
+    the other sources the course has shipped it with: the Chinese edition's copy and the copies of
+    earlier releases (:func:`course_variants`). A learner's cell equal to any of them is the course's.
+    """
 
     name: str
     cells: list[PlanCell]
+    variants: dict[str, set[str]] = field(default_factory=dict)
+
+    def is_course_source(self, key: str | None, source: str) -> bool:
+        """Whether ``source`` is the course cell ``key`` as some edition or release shipped it (the
+        repository and ref its install line names do not matter)."""
+        cell = next((c for c in self.cells if c.key == key), None)
+        if cell is None:
+            return False
+        known = {cell.source, *self.variants.get(cell.key, ())}
+        return _without_ref(source) in {_without_ref(s) for s in known}
 
     @property
     def grade_ids(self) -> set[str]:
@@ -254,13 +282,83 @@ def _load_folder(assignment: str, folder: Path, **options: bool) -> AssignmentPl
         raise PlanError(f"no notebooks in {folder}")
     digest = hashlib.sha256()
     notebooks = {}
+    root = folder.resolve().parents[1]
     for path in paths:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
         notebooks[path.stem] = load_notebook_plan(path, **options)
+        notebooks[path.stem].variants = course_variants(notebooks[path.stem], root, assignment)
     ids = [key for nb in notebooks.values() for key in nb.grade_ids]
     if len(ids) != len(set(ids)):
         raise PlanError(f"{folder}: a grade id is used in more than one notebook")
     return AssignmentPlan(assignment, notebooks, digest.hexdigest())
+
+
+def _free_code_cells(cells: list[dict]) -> list[dict]:
+    return [c for c in cells if c.get("cell_type") == "code" and not c.get("metadata", {}).get("nbgrader")
+            and "demo" not in (c.get("metadata", {}).get("tags") or [])]
+
+
+def _matched_sources(plan: NotebookPlan, shipped: dict) -> dict[str, str]:
+    """The sources of ``shipped`` (another copy of the notebook) for the plan's free code cells: by cell id,
+    else by position among the free code cells when both copies have as many."""
+    ours = [c for c in plan.cells if c.kind == FREE and c.cell_type == "code"]
+    theirs = _free_code_cells(shipped.get("cells", []))
+    by_id = {c.get("id"): c for c in theirs}
+    positional = len(ours) == len(theirs)
+    found: dict[str, str] = {}
+    for index, cell in enumerate(ours):
+        other = by_id.get(cell.key) or (theirs[index] if positional else None)
+        if other is not None:
+            source = other.get("source", "")
+            found[cell.key] = "".join(source) if isinstance(source, list) else str(source)
+    return found
+
+
+def _release_tags(root: Path) -> list[str]:
+    """The git tags of ``root`` (the releases of the course), or none without git."""
+    try:
+        result = subprocess.run(["git", "-C", str(root), "tag", "--list"], capture_output=True, text=True,
+                                timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return result.stdout.split() if result.returncode == 0 else []
+
+
+def _shipped_at(root: Path, tag: str, relative: str) -> dict | None:
+    """The notebook ``relative`` as tag ``tag`` of ``root`` holds it, as JSON, or None."""
+    try:
+        result = subprocess.run(["git", "-C", str(root), "show", f"{tag}:{relative}"], capture_output=True,
+                                timeout=30, check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+
+
+def course_variants(plan: NotebookPlan, root: Path, assignment: str) -> dict[str, set[str]]:
+    """Every source the course has shipped each of the notebook's free code cells with, other than the
+    plan's own: the copies in each edition's released exercise (:data:`EDITIONS`) and, in a git
+    checkout, in the English and Chinese exercises of every tagged release.
+
+    Args:
+        plan: the notebook.
+        root: the course repository.
+        assignment: the assignment folder's name.
+    """
+    variants: dict[str, set[str]] = {}
+    relatives = [f"{folder}/{assignment}/{plan.name}.ipynb" for folder in ("exercises", *EDITIONS)]
+    copies = []
+    for relative in relatives[1:]:
+        try:
+            copies.append(json.loads((root / relative).read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    tags = _release_tags(root)
+    copies += [copy for tag in tags for relative in relatives
+               if (copy := _shipped_at(root, tag, relative)) is not None]
+    for shipped in copies:
+        for key, source in _matched_sources(plan, shipped).items():
+            variants.setdefault(key, set()).add(source)
+    return variants
 
 
 def released_folders(root: Path) -> list[Path]:
@@ -355,7 +453,8 @@ def assemble(plan: NotebookPlan, learner) -> Assembly:
     free_by_source = {}
     for c in plan.cells:
         if c.kind in (FREE, DEMO):
-            free_by_source.setdefault(c.source, c.key)
+            for source in (c.source, *plan.variants.get(c.key, ())):
+                free_by_source.setdefault(_without_ref(source), c.key)
     notes: list[str] = []
     answers: dict[str, str] = {}
     edited_free: dict[str, str] = {}
@@ -368,7 +467,7 @@ def assemble(plan: NotebookPlan, learner) -> Assembly:
         if key is None and not cell.get("metadata", {}).get("nbgrader"):
             candidate = cell.get("id")
             if candidate not in by_key or by_key[candidate].kind not in (FREE, DEMO):
-                candidate = free_by_source.get(cell.get("source"))
+                candidate = free_by_source.get(_without_ref(str(cell.get("source", ""))))
             if candidate is not None and candidate not in seen:
                 seen.add(candidate)
                 anchor = candidate
@@ -424,7 +523,7 @@ def assemble(plan: NotebookPlan, learner) -> Assembly:
         elif c.kind == FREE and c.key in edited_free:
             source = edited_free[c.key]
             cells.append(RunCell(FREE, c.key, c.cell_type, source, source, 0.0, "yours"))
-            if source != c.source:
+            if not plan.is_course_source(c.key, source):
                 learner_code.append(source)
         else:
             if c.kind == TEST and c.key not in seen:

@@ -751,7 +751,7 @@ def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None
     learner = [(i, cell) for i, cell in enumerate(assembly.cells)
                if cell.origin == "yours" and cell.cell_type == "code"
                and not (cell.key in by_key and cell.kind not in (SOLUTION, MANUAL)
-                        and cell.source == by_key[cell.key].source)]   # a course cell the learner left as it was
+                        and plan.is_course_source(cell.key, cell.source))]   # as some edition or release shipped it
     verdicts, notices = judge_cells(policy, [(cell.key if cell.kind in (SOLUTION, MANUAL) else None, cell.source)
                                              for _, cell in learner])
     for position, found in notices.items():

@@ -164,6 +164,7 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
         return False, [f"none of the cells of {name}/{nb_plan.name}.ipynb were found: is this the right notebook?"]
     lines = [f"checking {path.name} as {name}/{nb_plan.name}.ipynb (against {origin})"]
     lines += [f"note: {note}" for note in assembly.notes]
+    lines += [f"warning: {advice}" for advice in assembly.advice]   # costs nothing unless the tests run it
     limits = limits or Limits()
 
     async def run() -> list:

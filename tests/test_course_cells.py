@@ -1,0 +1,80 @@
+"""Course cells of any edition and release are the course's (autograder/plan.py, ``course_variants``): a
+Chinese notebook, or one from an earlier release of the term, filled with right answers, is graded with no
+note and no broken rule, while a learner's own edit of a course cell is still judged."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.plan import MANUAL, SOLUTION, assemble, load_plan
+from autograder.policy import enforce
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = sorted(p.name for p in (ROOT / "zh" / "exercises").iterdir() if p.is_dir())
+
+
+def answered(plan, released: Path):
+    """The released notebook ``released`` with every solution cell holding the course's answer."""
+    learner = nbformat.read(released, as_version=4)
+    answers = {c.key: c.source for c in plan.cells if c.kind in (SOLUTION, MANUAL)}
+    for cell in learner.cells:
+        key = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if key in answers:
+            cell.source = answers[key]
+    return learner
+
+
+def verdict(plan, learner) -> tuple[list[str], list[str]]:
+    assembly = assemble(plan, learner)
+    return enforce(plan, assembly), assembly.notes
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_a_chinese_notebook_with_right_answers_is_not_flagged(assignment):
+    for name, plan in load_plan(assignment, ROOT).notebooks.items():
+        learner = answered(plan, ROOT / "zh" / "exercises" / assignment / f"{name}.ipynb")
+        assert verdict(plan, learner) == ([], [])
+
+
+def test_a_notebook_of_an_earlier_release_keeps_its_setup_cell():
+    (plan,) = load_plan("04-multi-head-attention", ROOT).notebooks.values()
+    learner = answered(plan, ROOT / "exercises" / "04-multi-head-attention" / f"{plan.name}.ipynb")
+    setup = next(c for c in learner.cells if c.cell_type == "code" and "%pip" in c.source)
+    setup.source = setup.source.replace("@main", "@v2026.1.0").replace("github.com/transformer-course",
+                                                                         "github.com/a-fork")
+    assert verdict(plan, learner) == ([], [])
+    setup.source += "\nimport os"                                # the learner's own edit is judged
+    flags, _ = verdict(plan, learner)
+    assert any("module not allowed" in flag for flag in flags)
+
+
+def test_course_cells_of_every_tagged_release_are_the_courses(tmp_path):
+    """A fix release changed a course cell: learners who started from the tagged earlier release keep theirs."""
+    assignment, name = "02-self-attention", "self_attention"
+    for folder in ("solutions", "exercises"):
+        shutil.copytree(ROOT / folder / assignment, tmp_path / folder / assignment)
+    released = tmp_path / "exercises" / assignment / f"{name}.ipynb"
+    earlier = json.loads(released.read_text())
+    imports = next(c for c in earlier["cells"] if c["cell_type"] == "code" and "import torch" in "".join(c["source"]))
+    imports["source"] = "import sys, math\nimport torch\n"        # the earlier release imported sys there
+    released.write_text(json.dumps(earlier))
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "release"], check=True)
+    subprocess.run([*git, "tag", "v2026.1.0"], check=True)
+    shutil.copy(ROOT / "exercises" / assignment / f"{name}.ipynb", released)   # the fix release
+
+    (plan,) = load_plan(assignment, tmp_path).notebooks.values()
+    learner = answered(plan, tmp_path / "exercises" / assignment / f"{name}.ipynb")
+    learner_cell = next(c for c in learner.cells if c.get("id") == imports["id"])
+    learner_cell.source = imports["source"]
+    assert verdict(plan, learner) == ([], [])
+    subprocess.run([*git, "tag", "-d", "v2026.1.0"], check=True, capture_output=True)
+    (plan,) = load_plan(assignment, tmp_path).notebooks.values()
+    flags, _ = verdict(plan, learner)
+    assert any("module not allowed" in flag for flag in flags)      # without the tag it is the learner's edit
