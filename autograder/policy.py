@@ -1,29 +1,30 @@
 """The assignment's policy, judged on the submitted source in the grader's trusted process.
 
 Every exercise says "write it yourself": while a part's tests run, the course library's version of
-that part and the PyTorch built-ins that do the same job are off limits. A guard in the learner's
-kernel (:func:`course_runtime.testing.forbid_shortcuts`) tells a learner early, but anything inside
-their process can be undone by their code, so points are decided here, on the source they handed in,
-before any of it runs:
+that part and the PyTorch built-ins that do the same job are off limits. Each rule is judged where it
+can be known:
 
-- **The part's own list.** What a part forbids is written once, next to its text: the names its test
-  cells hand to ``forbid_shortcuts`` (the same list the kernel's guard uses, read here from the
-  instructor's notebook without running it). A part that allows a built-in (08's cached step may
-  use ``torch.softmax``) simply does not name it.
-- **Rules for every assignment.** No dynamic code (``exec``, ``eval``, ``compile``, ``__import__``,
-  ``getattr``/``setattr`` with a computed name, ``globals``, ``vars``, IPython magics), no threads,
-  processes or async tasks, no ``ctypes``, no interpreter internals (dunder attributes other than a
-  few harmless ones, frames), no ``torch.ops`` / ``torch._C`` or other private or code-loading
-  PyTorch APIs, no grading machinery (``course_runtime.testing``, ``agent``, ``remote``, ``wire``),
-  and of the reference library only the names the notebook's own code cells import for the learner
-  (05 builds on ``MultiHeadAttention``). Imports are limited to :data:`ALLOWED_MODULES`.
+- **What runs** is the kernel's guard's to judge (:func:`course_runtime.testing.forbid_shortcuts`,
+  kept on by the agent for as long as a test uses the learner's code, down to PyTorch's ATen kernels):
+  the part's own list is the names its test cells hand to ``forbid_shortcuts`` (read here from the
+  instructor's notebook without running it, see :func:`read_policy`). Whether a line that names a
+  switched-off built-in runs while the tests do, the source cannot tell (a scratch comparison outside
+  the learner's functions is fine), so such a line is only a *notice*, which ``validate`` shows.
+- **What the source says** is judged here, before any of it runs, with names resolved by Python's own
+  scope rules (:class:`_Program`): no dynamic code (``exec``, ``eval``, ``compile``, ``__import__``,
+  ``globals``, ``vars``, IPython magics, deleting ``getattr``), no threads, processes or async tasks,
+  no module outside :data:`ALLOWED_MODULES` however it is reached (an import, or an attribute such as
+  ``torch.sys`` on any object), no interpreter internals (dunder attributes other than a few harmless
+  ones, frames), no ``torch.ops`` / ``torch._C`` or other private or code-loading PyTorch APIs, no
+  grading machinery, and of the reference library only the names the notebook's own code cells import
+  for the learner (05 builds on ``MultiHeadAttention``). Attribute names computed at run time are the
+  grading kernel's ``getattr``'s to check (:mod:`course_runtime.checked_builtins`).
 
 A solution cell that breaks a rule is not run: the released stub runs in its place, so that part's
 tests earn nothing, and the feedback names the line and the rule; every other cell is graded as
 usual. A learner's own extra cell that breaks a rule is not run either, and an edited course cell
-falls back to the course's version. ``validate`` runs the same check, with the same words as the
-kernel's guard (:func:`course_runtime.errors.shortcut_message`), so a learner's check and the grade
-agree.
+falls back to the course's version; a course cell as any edition or tagged release shipped it is the
+course's (:meth:`autograder.plan.NotebookPlan.is_course_source`). ``validate`` runs the same check.
 """
 
 from __future__ import annotations
