@@ -23,6 +23,7 @@ import re
 import sys
 import tempfile
 import unicodedata
+from collections import deque
 from functools import lru_cache
 from pathlib import Path
 
@@ -93,11 +94,22 @@ def redact(text: str, hidden: list[str]) -> str:
     prints can quote it; this is a second line of defence for the grader's own messages.
     """
     text = _ANSI.sub("", text)
-    needles = [n for n in (_squeezed(h) for h in hidden) if len(n) >= 8]
-    if not needles:
+    needles = _needles(tuple(hidden))
+    if not needles or not _quotes(_squeezed(text), needles):      # one pass when nothing is quoted
         return text
     lines = text.split("\n")
-    return "\n".join(REDACTED if any(n in _squeezed(line) for n in needles) else line for line in lines)
+    return "\n".join(REDACTED if _quotes(_squeezed(line), needles) else line for line in lines)
+
+
+@lru_cache(maxsize=8)
+def _needles(hidden: tuple[str, ...]) -> tuple[str, ...]:
+    """The hidden test lines as :func:`redact` looks for them (squeezed; 8 characters or more), once per
+    notebook rather than once per text."""
+    return tuple(dict.fromkeys(n for n in map(_squeezed, hidden) if len(n) >= 8))
+
+
+def _quotes(squeezed: str, needles: tuple[str, ...]) -> bool:
+    return any(n in squeezed for n in needles)
 
 
 @lru_cache(maxsize=1)
@@ -124,11 +136,18 @@ def scrub_paths(text: str, notebook: str) -> str:
         >>> scrub_paths('File "/tmp/autograder-x1/runs/00001/fixture/k.py", line 3', "fixture")
         'File "fixture.ipynb", line 3'
     """
+    pattern = _grader_paths()
+    replacement = f"{notebook}.ipynb"
+    return pattern.sub(lambda _: replacement, text) if pattern is not None else text
+
+
+@lru_cache(maxsize=1)
+def _grader_paths() -> re.Pattern | None:
+    """A path inside one of :func:`_grader_folders`, with the rest of the path up to a separator."""
     pattern = "|".join(re.escape(folder) for folder in _grader_folders())
     if not pattern:
-        return text
-    return re.sub(rf"(?<![\w.~/-])(?:{pattern})(?=[/\\\s'\"<>:,;()\[\]]|$)[^\s'\"<>:,;()\[\]]*",
-                  f"{notebook}.ipynb", text)
+        return None
+    return re.compile(rf"(?<![\w.~/-])(?:{pattern})(?=[/\\\s'\"<>:,;()\[\]]|$)[^\s'\"<>:,;()\[\]]*")
 
 
 def _clean(text: str, hidden: list[str], notebook: str) -> str:
@@ -276,6 +295,10 @@ def submitted_outputs(learner, cells: list[RunCell]) -> list[list[dict] | None]:
         for key in (grade_id, c.get("id")):
             if isinstance(key, str):
                 by_key.setdefault(key, c)
+    by_source: dict[str, deque] = {}          # the learner's code cells by source, in notebook order
+    for c in learner_cells:
+        if c.get("cell_type") == "code":
+            by_source.setdefault(_joined(c.get("source")), deque()).append(c)
     used: set[int] = set()
     found: list[list[dict] | None] = []
     for cell in cells:
@@ -286,8 +309,10 @@ def submitted_outputs(learner, cells: list[RunCell]) -> list[list[dict] | None]:
         if cell.key is not None:
             match = by_key.get(cell.key)
         else:
-            match = next((c for c in learner_cells if id(c) not in used and c.get("cell_type") == "code"
-                          and _joined(c.get("source")) == cell.source), None)
+            same = by_source.get(cell.source, ())
+            while same and id(same[0]) in used:
+                same.popleft()
+            match = same[0] if same else None
         if match is not None:
             used.add(id(match))
         found.append(own_outputs(match) if match is not None else None)
