@@ -670,8 +670,9 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
     the two modes are PyTorch's thread-local state, so they hold in the thread that enters the block and
     in the autograd engine's threads its backward passes run on (PyTorch carries the modes there), not in
     a thread the learner's code started itself (graded code may not import ``threading``,
-    ``concurrent``, ``asyncio`` or ``multiprocessing``: see ``autograder/policy.py``). Everything is restored when the block ends, also when it ends
-    with an exception. Compute the reference answer *outside* the block. Also usable as a decorator.
+    ``concurrent``, ``asyncio`` or ``multiprocessing``: see ``autograder/policy.py``). Everything is
+    restored when the block ends, also when it ends with an exception. Compute the reference answer
+    *outside* the block. Also usable as a decorator.
 
     Args:
         *dotted_names: full names such as ``"torch.softmax"``, ``"torch.Tensor.softmax"``,

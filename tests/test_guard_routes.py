@@ -231,6 +231,28 @@ def test_every_known_route_to_a_forbidden_computation_is_blocked(names, route):
     route()  # and again once the guard is gone
 
 
+def test_in_a_thread_of_its_own_the_replaced_callables_hold_and_the_modes_do_not():
+    """What the guard's docstring promises per thread (learner code may not start threads at all)."""
+    import threading
+
+    seen = {}
+
+    def elsewhere():
+        for label, route in (("torch.softmax", lambda: torch.softmax(S, -1)),
+                             ("aten", lambda: torch.ops.aten._softmax(S, -1, False))):
+            try:
+                route()
+                seen[label] = "ran"
+            except ShortcutError:
+                seen[label] = "refused"
+
+    with forbid_shortcuts(*SOFTMAX_NAMES):
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join()
+    assert seen == {"torch.softmax": "refused", "aten": "ran"}
+
+
 def _softmax(s: torch.Tensor) -> torch.Tensor:
     """Softmax over the last axis written out, (..., n) -> (..., n)."""
     e = torch.exp(s - s.max(-1, keepdim=True).values)
