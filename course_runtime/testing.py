@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import importlib
 import math
 import random
@@ -600,6 +601,26 @@ class _ForbidKernels(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+@functools.cache
+def _family_targets(family: _Family) -> tuple[tuple, tuple]:
+    """The ``torch.ops.aten`` overload packets of ``family`` that this PyTorch has, and its functions as
+    PyTorch defines them. Computed once, when this module is imported (see below): a guard that is on
+    already must not be mistaken for the functions it replaced."""
+    operators = tuple(getattr(torch.ops.aten, name) for name in family.kernels if hasattr(torch.ops.aten, name))
+    functions = []
+    for dotted_name in family.functions:
+        owner_name, _, attribute = dotted_name.rpartition(".")
+        owner = importlib.import_module(owner_name) if owner_name != "torch.Tensor" else torch.Tensor
+        value = getattr(owner, attribute, None)
+        if _isinstance(value, _hashable):
+            functions.append(value)
+    return operators, tuple(functions)
+
+
+for _known_family in set(_ATEN_KERNELS.values()):
+    _family_targets(_known_family)
+
+
 # Set by the grading agent (:func:`course_runtime.agent.install`): this process is a grading kernel,
 # which holds only the reference modules its assignment builds on.
 _PARTIAL_LIBRARY = [False]
@@ -705,21 +726,16 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
     blocked_functions: dict = {}
     blocked_operators: dict = {}
     backward = None
-    for name in dotted_names:  # the families first: their functions as they are before any is replaced
+    families: dict[_Family, str] = {}
+    for name in dotted_names:  # each family once, in the words of the first name that switches it off
         family = _family(name)
-        if family is None:
-            continue
-        message = _kernel_message(name, family.public, reason)
-        for operator in family.kernels:
-            if hasattr(torch.ops.aten, operator):
-                blocked_operators.setdefault(getattr(torch.ops.aten, operator), message)
-        for function in family.functions:
-            found = _resolve(function)
-            value = getattr(*found, None) if found is not None else None
-            if _isinstance(value, _hashable):
-                blocked_functions.setdefault(value, message)
-        if family.backward:
-            backward = backward or message
+        if family is not None and family not in families:
+            families[family] = _kernel_message(name, family.public, reason)
+    for family, message in families.items():
+        operators, functions = _family_targets(family)
+        blocked_operators.update(dict.fromkeys(operators, message))
+        blocked_functions.update(dict.fromkeys(functions, message))
+        backward = backward or (message if family.backward else None)
     modes = contextlib.ExitStack()
     try:
         for name, owner, attribute in targets:
