@@ -19,6 +19,12 @@ A call may name a library callable (``{"$import": "torch.optim.SGD"}``), and its
 the public source of a test's helper function or class (``$code``, defined here with the notebook's
 globals), which is how a test hands the learner's code a callback or a stand-in.
 
+The shortcut guard covers every request of a test, not only its calls: from the first call that carries
+``forbid`` groups (the ``forbid_shortcuts`` blocks open in the referee) until ``release``, each request
+and the encoding of its answer run under all of them. So a tensor subclass or a tuple subclass the
+learner's function returned, whose code runs when its values are read, and a later ``getattr``, ``iter``
+or ``value`` request on what the call returned, cannot reach a switched-off built-in either.
+
 Fewer round trips: a reference to an ``nn.Parameter`` carries its values, and a reference to an
 ``nn.Module`` the entries of its ``_parameters``, ``_buffers`` and ``_modules`` (``"known"``, see
 :func:`_known`), taken where reading them runs no code of the learner and gives exactly what
