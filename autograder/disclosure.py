@@ -15,7 +15,7 @@ from words that are not the learner's code's to choose:
 - the grader's own reasons (time limits, a stopped kernel) as they are, cut before any detail that
   came from the kernel.
 
-:func:`after_hidden_test` and :func:`after_hidden_cell` do the rewriting; :func:`runs_after_hidden_code`
+:func:`shown_test_reason` and :func:`after_hidden_cell` do the rewriting; :func:`runs_after_hidden_code`
 tells whether a test cell's visible part can fail after its own hidden part ran.
 """
 
@@ -27,8 +27,8 @@ import re
 
 from autograder.referee import _written_text, hidden_line_numbers, public_view
 
-__all__ = ["NOT_SHOWN", "OWN_CLASS", "STANDARD_EXCEPTIONS", "after_hidden_cell", "after_hidden_test",
-           "exception_name", "runs_after_hidden_code"]
+__all__ = ["NOT_SHOWN", "OWN_CLASS", "STANDARD_EXCEPTIONS", "after_hidden_cell", "exception_name",
+           "runs_after_hidden_code", "shown_test_reason"]
 
 #: The exception names feedback may show once hidden tests have run: Python's built-in exceptions, and
 #: the course guard's ``ShortcutError``.
@@ -43,12 +43,14 @@ _HINT = "\nHint: "
 _GRADER_REASONS = [re.compile(pattern) for pattern in (
     r"implement this yourself: in a hidden test [^\n]*",
     r"your code ran longer than [0-9.e+]+ s and was interrupted",
-    r"your code did not answer: (?:your code ran longer than [0-9.e+]+ s|the grading agent in your kernel did not answer)",
+    r"your code did not answer: (?:your code ran longer than [0-9.e+]+ s"
+    r"|the grading agent in your kernel did not answer)",
     r"the kernel's answer could not be read",
     r"the kernel (?:did not answer|stopped responding|stopped: [\w ]+|exited \(status -?\d+\)|is not running"
     r"|was stopped: it sent more than \d+ MiB)",
 )]
-_HIDDEN_RAISED = re.compile(r"in a hidden test your code raised (?P<kind>\S+) (?P<rest>\(its message is not shown[^\n]*)")
+_HIDDEN_RAISED = re.compile(r"in a hidden test your code raised (?P<kind>\S+) "
+                            r"(?P<rest>\(its message is not shown[^\n]*)")
 _HIDDEN_CHECK = re.compile(r"a hidden check (?:failed|raised (?P<kind>[^\s:]+))(?P<rest>.*)", re.DOTALL)
 _VISIBLE = re.compile(r"(?P<kind>[^\s:]+)(?:: (?P<message>.*))?", re.DOTALL)
 
@@ -62,7 +64,8 @@ def after_hidden_cell(reason: str) -> str:
     """What feedback says of a learner's own cell that raised after hidden tests ran: the exception's
     type from the fixed list, no message. ``reason`` is the kernel's ``"Type: message"``."""
     kind = reason.split(":", 1)[0].strip()
-    return f"{exception_name(kind)} (its message is not shown: this cell ran after hidden tests, whose data it could hold)"
+    return (f"{exception_name(kind)} (its message is not shown: this cell ran after hidden tests, whose data "
+            "it could hold)")
 
 
 def runs_after_hidden_code(source: str) -> bool:
@@ -77,37 +80,41 @@ def runs_after_hidden_code(source: str) -> bool:
                for number, line in enumerate(source.split("\n"), 1))
 
 
-def after_hidden_test(reason: str, source: str) -> str:
-    """What feedback says of a failed test once hidden tests have called the learner's code (see the
-    module's docstring).
+def shown_test_reason(reason: str, source: str, *, after_hidden: bool) -> str:
+    """What feedback says of a failed test (see the module's docstring): a hidden test's verdict
+    always with its exception type from the fixed list; any other failure as it is, or, once
+    ``after_hidden``, in the grader's and the test author's words only.
 
     Args:
         reason: the referee's verdict text.
         source: the test cell's source (its visible part supplies the author's words and hints).
+        after_hidden: whether a hidden test may have called the learner's code before this failure.
 
     Example:
-        >>> after_hidden_test("AssertionError: got 3.25 from you", "assert f(x) == 2, f'got {y} from you'")[:32]
-        'AssertionError: got … from you ('
+        >>> shown_test_reason("AssertionError: got 3.25", "assert f(x) == 2, f'got {y}'", after_hidden=True)[:33]
+        'AssertionError: got … (its messag'
     """
-    for grader in _GRADER_REASONS:
-        match = grader.match(reason)
-        if match:
-            return match.group(0)
     body, _, hint = reason.partition(_HINT)
     match = _HIDDEN_RAISED.fullmatch(body)
-    if match:
+    if match:                           # a hint in the learner's exception is the learner's to choose
         return f"in a hidden test your code raised {exception_name(match['kind'])} {match['rest']}"
     match = _HIDDEN_CHECK.fullmatch(reason)
     if match:
         kind = f"raised {exception_name(match['kind'])}" if match["kind"] else "failed"
         return f"a hidden check {kind}{match['rest']}"
+    if not after_hidden:
+        return reason
+    for grader in _GRADER_REASONS:
+        match = grader.match(reason)
+        if match:
+            return match.group(0)
     match = _VISIBLE.fullmatch(body)
     if not match:
         return f"this test failed ({NOT_SHOWN})"
     written = _TestWords(source)
     words = written.words_for(match["message"] or "")
-    text = f"{exception_name(match['kind'])}: {words} ({NOT_SHOWN})" if words else \
-        f"{exception_name(match['kind'])} ({NOT_SHOWN})"
+    kind = exception_name(match["kind"])
+    text = f"{kind}: {words} ({NOT_SHOWN})" if words else f"{kind} ({NOT_SHOWN})"
     return text + (_HINT + hint if hint and hint in written.literals else "")
 
 

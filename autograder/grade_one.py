@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from autograder.answers import save_answers
-from autograder.disclosure import after_hidden_cell, after_hidden_test, runs_after_hidden_code
+from autograder.disclosure import after_hidden_cell, runs_after_hidden_code, shown_test_reason
 from autograder.mounts import kernel_library
 from autograder.notebooks import NotebookError, clean_text, read_notebook
 from autograder.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
@@ -84,8 +84,10 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
                     await kernel.ask(RELEASE_REQUEST, GUARD_TIMEOUT_S)
                 except AgentError:
                     pass  # the learner's code replaced the agent; only their own memory suffers
-                if outcome.status == "error" and (hidden_ran or runs_after_hidden_code(cell.source)):
-                    outcome = replace(outcome, reason=after_hidden_test(outcome.reason, cell.source))
+                if outcome.status == "error":
+                    after_hidden = hidden_ran or runs_after_hidden_code(cell.source)
+                    outcome = replace(outcome, reason=shown_test_reason(outcome.reason, cell.source,
+                                                                        after_hidden=after_hidden))
                 hidden_ran = hidden_ran or HIDDEN_BEGIN in cell.source
             else:
                 outcome = await kernel.run(cell.source, min(limits.cell_timeout, remaining))

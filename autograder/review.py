@@ -448,7 +448,8 @@ load();
 POLICY = content_security_policy(_STYLE, _SCRIPT, connect=True)
 PAGE = ("""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content='""" + html.escape(POLICY, quote=True) + """'><title>Hand grading</title>
+<meta http-equiv="Content-Security-Policy" content='""" + html.escape(POLICY, quote=True) + """'>
+<title>Hand grading</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>""" + _STYLE + """</style></head>
 <body>

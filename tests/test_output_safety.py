@@ -1,0 +1,261 @@
+"""What the grader writes for people to open is safe whatever learners put in it.
+
+- CSV: no cell the grader writes starts a spreadsheet formula; numbers stay numbers; the files the
+  grader reads back (hand-scores.csv) round-trip exactly.
+- HTML: every page carries a strict Content-Security-Policy and holds no script, event handler or
+  script link, also when a written answer smuggles markup through math (latex2mathml copies
+  ``\\text{}`` raw into its output).
+- Feedback after hidden tests: nothing the learner's code chose (an exception's message or class name)
+  reaches a verdict once a hidden test has called it.
+- Large submissions: pairing 24,000 own cells with their saved outputs stays correct (it was quadratic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import html
+import io
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import disclosure, feedback, review, similarity
+from autograder.grade_one import run_notebook
+from autograder.manual import HandScore, read_hand_scores, write_hand_scores
+from autograder.plan import FREE, TEST, RunCell
+from autograder.results import GradeResult, write_grades_csv
+from autograder.runner import CellOutcome
+from autograder.safe_output import csv_text, from_spreadsheet_cell, safe_mathml, spreadsheet_cell
+from autograder.sandbox import Limits
+
+REPO = Path(__file__).resolve().parent.parent
+ATTACK_MATH = r"An answer: $\text{<img/src=x/onerror=alert(1)>}$ and $$\href{javascript:alert(2)}{x}$$"
+
+
+# --- CSV ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["=HYPERLINK(\"http://x\")", "+1+1", "-x", "@SUM(A1)", "\tcmd", "\r=1", "'=1", "'"])
+def test_a_cell_that_could_start_a_formula_is_quoted_and_reads_back_as_it_was(text):
+    cell = spreadsheet_cell(text)
+    assert cell.startswith("'") and cell[1:] == text
+    assert from_spreadsheet_cell(cell) == text
+
+
+@pytest.mark.parametrize("number", ["-3", "-0.5", "+2", "1e-3", "-.25", "12"])
+def test_plain_numbers_stay_numbers(number):
+    assert spreadsheet_cell(number) == number == from_spreadsheet_cell(number)
+
+
+def test_no_module_of_the_grader_writes_csv_without_the_neutralising_helper():
+    writers = [path.name for path in (REPO / "autograder").glob("*.py")
+               if path.name != "safe_output.py" and "csv.writer(" in path.read_text(encoding="utf-8")]
+    assert writers == []
+
+
+def test_grades_csv_neutralises_names_and_keeps_negative_scores_numeric(tmp_path):
+    result = GradeResult("=cmd|' /C calc'!A0", "@attention", status="graded", score=-3.0, max_score=10.0,
+                         cells={"nb:q1": -0.5}, cell_max_scores={"nb:q1": 1.0}, files=["-evil.ipynb"])
+    write_grades_csv(tmp_path / "grades.csv", [result])
+    row = next(csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text(encoding="utf-8"))))
+    assert row["student"] == "'=cmd|' /C calc'!A0" and row["assignment"] == "'@attention"
+    assert row["file"] == "'-evil.ipynb"
+    assert row["score"] == "-3" and row["nb:q1"] == "-0.5"
+
+
+def test_hand_scores_of_a_learner_named_like_a_formula_survive_a_round_trip(tmp_path):
+    scores = {("=bob #7", "attention", "nb:q1"): HandScore(2.0, "+great", "d1"),
+              ("'quoted", "attention", "nb:q1"): HandScore(1.5, "-x", "d2")}
+    text = write_hand_scores(tmp_path, scores).read_text(encoding="utf-8")
+    assert "\n=bob" not in text and "'=bob #7" in text
+    assert read_hand_scores(tmp_path) == scores
+
+
+def test_the_similarity_csv_neutralises_learner_names(tmp_path):
+    match = similarity.Match("attention", "=evil", "+other", "learner", 0.9, 12, (("nb:q1", 0.9),))
+    similarity.write_csv(tmp_path / "similarity.csv", similarity.Report([match], {}, {}, [], 2, 0.1))
+    row = list(csv.reader(io.StringIO((tmp_path / "similarity.csv").read_text(encoding="utf-8"))))[1]
+    assert row[1:3] == ["'=evil", "'+other"]
+
+
+def test_csv_text_quotes_every_cell_of_every_row():
+    rows = list(csv.reader(io.StringIO(csv_text([["a", "=1"], ["-2", "-b"]]))))
+    assert rows == [["a", "'=1"], ["-2", "'-b"]]
+
+
+# --- HTML ---------------------------------------------------------------------------------------
+
+
+class _Page(HTMLParser):
+    """The tags, attributes and Content-Security-Policy of a page."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    @property
+    def policy(self) -> str:
+        return next(a["content"] for t, a in self.tags
+                    if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+
+
+def assert_runs_no_script(page: str) -> None:
+    parsed = _Page(page)
+    assert parsed.tags[:3][-1][0] == "meta", "the policy must come before anything it governs"
+    policy = parsed.policy
+    assert "default-src 'none'" in policy and "script-src" not in policy and "unsafe" not in policy
+    for tag, attrs in parsed.tags:
+        image = tag == "img" and attrs["src"].startswith("data:image/png;base64,")
+        assert tag not in ("script", "iframe", "object", "embed", "img") or image, tag
+        handlers = [name for name in attrs if name.startswith("on") or name in ("href", "style") and tag != "a"]
+        assert not handlers, (tag, attrs)
+        assert not any("javascript:" in (value or "") for value in attrs.values())
+
+
+def test_math_in_a_written_answer_cannot_carry_markup_into_a_feedback_page():
+    cells = [RunCell(FREE, None, "markdown", ATTACK_MATH, ATTACK_MATH, 0.0, "yours")]
+    page = feedback.render_feedback(student="s", assignment="a", notebook="nb", cells=cells, outcomes=[None],
+                                    scores={}, notes=[], hidden=[])
+    assert_runs_no_script(page)
+    assert "<math" in page and "&lt;img/src=x/onerror=alert(1)&gt;" in page
+
+
+def test_mathml_keeps_the_math_and_escapes_everything_else():
+    from latex2mathml.converter import convert
+
+    honest = convert(r"\frac{QK^\top}{\sqrt{d_k}} + \mathbf{A}_{ij}")
+    assert html.unescape(safe_mathml(honest)) == html.unescape(honest)
+    hostile = convert(r"\text{</mtext></math><script>alert(1)</script>}")
+    cleaned = safe_mathml(hostile)
+    assert "<script" not in cleaned and "&lt;script&gt;" in cleaned
+    assert cleaned.count("<math") == cleaned.count("</math>")
+
+
+def test_the_status_and_similarity_pages_carry_the_policy():
+    assert_runs_no_script(feedback.status_page(student="<b>x</b>", assignment="a", status="unreadable notebook"))
+    assert_runs_no_script(similarity.render_html(similarity.Report([], {}, {}, [], 2, 0.1)))
+
+
+def test_the_review_page_runs_only_its_own_script_allowed_by_hash():
+    policy = review.POLICY
+    assert "unsafe-inline" not in policy and "'sha256-" in policy and "default-src 'none'" in policy
+    assert _Page(review.PAGE).policy == policy
+    assert not re.search(r"<[^>]*\son\w+\s*=", review.PAGE), "inline event handlers need 'unsafe-inline'"
+
+
+# --- Feedback after hidden tests ----------------------------------------------------------------
+
+SECRET = "hidden args 0.8125 and 77"
+VISIBLE_TEST = "out = attention(q)\nassert out.shape == (2, 3), f'got shape {out.shape}'"
+HIDDEN_TEST = "x = 1\n### BEGIN HIDDEN TESTS\nattention(torch.full((7,), 0.8125))\n### END HIDDEN TESTS"
+
+
+class _Referee:
+    def __init__(self, verdicts):
+        self.verdicts = list(verdicts)
+
+    async def start_notebook(self, imports):
+        pass
+
+    async def run_test(self, source, kernel, timeout):
+        return self.verdicts.pop(0)
+
+
+class _Kernel:
+    def __init__(self, reason=""):
+        self.reason = reason
+
+    async def ask(self, request, timeout):
+        return "{}"
+
+    async def run(self, code, timeout, silent=False):
+        return CellOutcome("error", self.reason) if self.reason else CellOutcome("ok")
+
+    async def sweep(self):
+        pass
+
+
+def _graded(verdicts, cells, kernel=None):
+    return asyncio.run(run_notebook(kernel or _Kernel(), _Referee(verdicts), cells, [], Limits()))
+
+
+def _test(source):
+    return RunCell(TEST, "t", "code", source, source, 1.0, "course")
+
+
+def test_a_visible_failure_after_a_hidden_test_shows_no_text_of_the_learners_code():
+    reasons = [r.reason for r in _graded(
+        [("error", "in a hidden test your code raised Leak_0_8125 (its message is not shown: it could carry the "
+                   "hidden test's data); the part's text and the visible tests name the cases to handle."),
+         ("error", f"ValueError: {SECRET}"),
+         ("error", f"AssertionError: got shape {SECRET}")],
+        [_test(HIDDEN_TEST), _test(VISIBLE_TEST), _test(VISIBLE_TEST)])]
+    assert not any("0.8125" in r or "77" in r or "Leak" in r for r in reasons), reasons
+    assert disclosure.OWN_CLASS in reasons[0]
+    assert reasons[1].startswith("ValueError (its message is not shown")
+    assert reasons[2].startswith("AssertionError: got shape … (its message is not shown")
+
+
+def test_a_visible_failure_before_any_hidden_test_keeps_its_full_message():
+    [outcome] = _graded([("error", "AssertionError: got shape (3, 2)")], [_test(VISIBLE_TEST + "\n" + HIDDEN_TEST)])
+    assert outcome.reason == "AssertionError: got shape (3, 2)"
+
+
+def test_visible_code_after_a_hidden_region_in_the_same_cell_is_cut():
+    source = HIDDEN_TEST + "\n" + VISIBLE_TEST
+    [outcome] = _graded([("error", f"ValueError: {SECRET}")], [_test(source)])
+    assert SECRET not in outcome.reason and outcome.reason.startswith("ValueError")
+
+
+def test_an_own_cell_after_hidden_tests_names_no_class_of_its_own():
+    own = RunCell(FREE, None, "code", "boom()", "boom()", 0.0, "yours")
+    outcomes = _graded([("error", "in a hidden test your code raised ValueError (its message is not shown)")],
+                       [_test(HIDDEN_TEST), own], kernel=_Kernel("Recorded_0_8125: x"))
+    assert "0_8125" not in outcomes[1].reason and disclosure.OWN_CLASS in outcomes[1].reason
+
+
+@pytest.mark.parametrize("reason, kept", [
+    ("your code ran longer than 10 s and was interrupted", "your code ran longer than 10 s and was interrupted"),
+    ("your code did not answer: the grading agent in your kernel did not answer (it sent 'leak 77')",
+     "your code did not answer: the grading agent in your kernel did not answer"),
+    ("a hidden check raised Leak77: `q` is not correct",
+     f"a hidden check raised {disclosure.OWN_CLASS}: `q` is not correct"),
+    ("a hidden check failed: got …, expected …", "a hidden check failed: got …, expected …"),
+])
+def test_the_graders_own_words_are_kept_without_what_the_kernel_added(reason, kept):
+    assert disclosure.shown_test_reason(reason, VISIBLE_TEST, after_hidden=True) == kept
+
+
+def test_a_hint_is_kept_only_when_the_visible_test_holds_it_whole():
+    source = "check_close(attention(q), ref, name=f'attention of shape {s}', hint='scale by sqrt(d)')"
+    shown = disclosure.shown_test_reason("AssertionError: `attention of shape (2,)` has 77\nHint: scale by sqrt(d)",
+                                         source, after_hidden=True)
+    assert shown.startswith("AssertionError: `attention of shape …` is not correct")
+    assert shown.endswith("\nHint: scale by sqrt(d)")
+    assert "Hint" not in disclosure.shown_test_reason("AssertionError: x\nHint: s", source, after_hidden=True)
+
+
+# --- Large submissions --------------------------------------------------------------------------
+
+
+def test_24000_own_cells_are_each_paired_with_their_own_saved_output():
+    n = 24_000
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("x = 1" if i % 2 else f"y{i} = {i}",
+                                                outputs=[nbformat.v4.new_output("stream", name="stdout", text=f"{i}")])
+                      for i in range(n)]
+    cells = [RunCell(FREE, None, "code", c.source, c.source, 0.0, "yours") for c in notebook.cells]
+    found = feedback.submitted_outputs(notebook, cells)
+    assert [f[0]["text"] for f in found] == [str(i) for i in range(n)]
+    page = feedback.render_feedback(student="s", assignment="a", notebook="nb", cells=cells,
+                                    outcomes=[CellOutcome("ok")] * n, scores={}, notes=[],
+                                    hidden=["check_close(secret(torch.ones(3)), expected)"], submitted=found)
+    assert page.count("output from your own run") == n
