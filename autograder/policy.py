@@ -737,6 +737,13 @@ def check_cells(policy: Policy, cells: list[tuple[str | None, str]]) -> dict[int
     return judge_cells(policy, cells)[0]
 
 
+def _only_commands(source: str) -> bool:
+    """Whether a cell holds only shell escapes and line magics (``!python -m autograder validate ...``,
+    ``%pip install ...``) and comments: a command the learner ran, which grading skips without a flag."""
+    lines = [line.strip() for line in source.split("\n") if line.strip() and not line.strip().startswith("#")]
+    return bool(lines) and all(line[0] in "!%" and not line.startswith("%%") for line in lines)
+
+
 def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None) -> list[str]:
     """Judge the learner's cells of ``assembly`` and keep the ones that break a rule from running.
 
@@ -749,6 +756,10 @@ def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None
     """
     policy = policy or read_policy(plan)
     by_key = {c.key: c for c in plan.cells}
+    commands = [i for i, cell in enumerate(assembly.cells)
+                if cell.origin == "yours" and cell.key is None and _only_commands(cell.source)]
+    for index in reversed(commands):                   # `!python -m autograder validate ...` on Colab: not code
+        del assembly.cells[index]
     learner = [(i, cell) for i, cell in enumerate(assembly.cells)
                if cell.origin == "yours" and cell.cell_type == "code"
                and not (cell.key in by_key and cell.kind not in (SOLUTION, MANUAL)

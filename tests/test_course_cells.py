@@ -78,3 +78,16 @@ def test_course_cells_of_every_tagged_release_are_the_courses(tmp_path):
     (plan,) = load_plan(assignment, tmp_path).notebooks.values()
     flags, _ = verdict(plan, learner)
     assert any("module not allowed" in flag for flag in flags)      # without the tag it is the learner's edit
+
+
+def test_a_cell_of_commands_the_learner_ran_is_skipped_without_a_flag():
+    """Colab's way to check a notebook is a cell `!python -m autograder validate ...`: not graded code."""
+    (plan,) = load_plan("02-self-attention", ROOT).notebooks.values()
+    learner = answered(plan, ROOT / "exercises" / "02-self-attention" / f"{plan.name}.ipynb")
+    learner.cells.append(nbformat.v4.new_code_cell("# check before submitting\n"
+                                                   "!python -m autograder validate self_attention.ipynb"))
+    assembly = assemble(plan, learner)
+    assert enforce(plan, assembly) == [] and assembly.notes == []
+    assert not any(cell.source.startswith("# check before") for cell in assembly.cells)
+    learner.cells.append(nbformat.v4.new_code_cell("!ls\nx = 1"))    # code beside a command is judged
+    assert enforce(plan, assemble(plan, learner))
