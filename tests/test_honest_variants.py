@@ -440,3 +440,14 @@ def test_hostile_notebook_earns_nothing_for_the_part_it_attacks(graded, student)
 def test_the_batch_has_every_variant(graded):
     assert len(HONEST) >= 30
     print(f"batch of {len(graded['rows'])} rows graded in {graded['seconds']:.0f} s")
+
+
+@pytest.mark.parametrize("student", [
+    "h02-never-called-exec",
+    "h02-torch-sys-modules",
+    pytest.param("h02-computed-getattr", marks=pytest.mark.xfail(strict=True, reason=(
+        "the grading kernel's getattr refuses getattr(torch, 'soft' + 'max') at run time (ShortcutError, "
+        "0 points) but a refusal at run time writes nothing to grades.csv's flags column"))),
+])
+def test_hostile_notebook_is_flagged_for_the_instructor(graded, student):
+    assert _row(graded, student, A02)["flags"], "the instructor is told why the part earned nothing"
