@@ -51,12 +51,14 @@ __all__ = [
     "check_close",
     "check_shape",
     "check_tensor",
+    "created_holding",
     "explain_errors",
     "forbid_shortcuts",
     "build",
     "gradients",
     "in_kernel",
     "seeded",
+    "shared_memory",
     "standing_in",
 ]
 
@@ -101,6 +103,8 @@ _is_complex = torch.Tensor.is_complex
 _dtype_of = torch.Tensor.dtype.__get__
 _device_of = torch.Tensor.device.__get__
 _is_meta_of = torch.Tensor.is_meta.__get__
+_untyped_storage = torch.Tensor.untyped_storage
+_storage_address = torch.UntypedStorage.data_ptr
 _DisableTorchFunction = torch._C.DisableTorchFunction
 _hashable = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
              types.WrapperDescriptorType, types.MethodWrapperType, types.BuiltinMethodType)
@@ -965,3 +969,85 @@ def gradients(function, *inputs, weights: torch.Tensor | None = None, module=Non
     params = None if module is None else {name: (None if p.grad is None else _detach(p.grad).clone())
                                            for name, p in module.named_parameters()}
     return detached, grads, params
+
+
+class _CreatedWatch(TorchDispatchMode):
+    """Notes the shape of the first tensor an operation creates that holds an (a x b) matrix."""
+
+    def __init__(self, a: int, b: int) -> None:
+        super().__init__()
+        self.a, self.b, self.found = a, b, None
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if _isinstance(out, (_tuple, list)) else (out,)):
+            if self.found is None and _isinstance(t, _TENSOR) and self._holds([int(d) for d in _size(t)]):
+                self.found = _tuple(int(d) for d in _size(t))
+        return out
+
+    def _holds(self, dims: list[int]) -> bool:
+        if self.a * self.b in dims:
+            return True
+        if self.a not in dims:
+            return False
+        dims.remove(self.a)
+        return self.b in dims
+
+
+def created_holding(sizes: tuple[int, int], function, *args, **kwargs) -> tuple[object, tuple[int, ...] | None]:
+    """Call ``function(*args, **kwargs)`` where it runs and watch every tensor its operations create.
+
+    A test of a memory-saving algorithm uses it to check that a matrix the algorithm must never hold is
+    never created: blockwise attention never builds the (n_q x n_k) score matrix. A created tensor holds
+    an (a x b) matrix when a and b are two of its dimensions, or a * b is one (the matrix flattened); choose
+    test sizes that no honest tensor has (for attention: n_q, n_k, d, d_v and the block size all
+    different). At grading time the watch runs in the learner's kernel, under the shortcut guard of the
+    ``forbid_shortcuts`` blocks around the call, and only the result and the verdict come back.
+
+    Args:
+        sizes: ``(a, b)``, the matrix's two sizes.
+        function: the learner's function; ``*args, **kwargs`` are passed to it.
+
+    Returns:
+        ``(result, shape)``: the function's result, and the shape of the first created tensor that holds
+        the matrix, or None.
+
+    Example:
+        >>> created_holding((3, 5), torch.matmul, torch.zeros(3, 2), torch.zeros(2, 5))[1]
+        (3, 5)
+    """
+    if remote.current() is not None:
+        return build(f"{__name__}.created_holding", sizes, function, *args, **kwargs)
+    watch = _CreatedWatch(*(int(n) for n in sizes))
+    with watch:
+        result = function(*args, **kwargs)
+    return result, watch.found
+
+
+def shared_memory(function, *args, **kwargs) -> tuple[object, tuple[tuple[int, ...], ...]]:
+    """Call ``function(*args, **kwargs)`` where it runs and tell which results share memory with ``args``.
+
+    A result that is an argument itself, or a view of one, changes when the caller writes into the
+    argument: a test that asks for new tensors checks it here, since at grading time the results come
+    back from the learner's kernel as copies, which share memory with nothing.
+
+    Returns:
+        ``(result, shared)``: the function's result, and for each of its items (a tuple result; any
+        other result is one item) the positions in ``args`` of the tensors whose memory the item shares,
+        empty for a new tensor or anything that is not a tensor.
+
+    Example:
+        >>> x = torch.zeros(2)
+        >>> shared_memory(lambda a, b: (a[:1], b.clone()), x, x)[1]
+        ((0, 1), ())
+    """
+    if remote.current() is not None:
+        return build(f"{__name__}.shared_memory", function, *args, **kwargs)
+    result = function(*args, **kwargs)
+
+    def address(value: object) -> int:
+        return _storage_address(_untyped_storage(value)) if _isinstance(value, _TENSOR) else 0
+
+    addresses = [address(a) for a in args]
+    items = result if _isinstance(result, _tuple) else (result,)
+    return result, _tuple(_tuple(i for i, a in enumerate(addresses) if a and a == address(item)) for item in items)
