@@ -78,8 +78,7 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
             continue
         try:
             if cell.kind == TEST:
-                outcome = CellOutcome(*await referee.run_test(cell.source, kernel,
-                                                              min(limits.cell_timeout, remaining)))
+                outcome = await referee.run_test(cell.source, kernel, min(limits.cell_timeout, remaining))
                 try:
                     await kernel.ask(RELEASE_REQUEST, GUARD_TIMEOUT_S)
                 except AgentError:
@@ -186,6 +185,8 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                     scores[cell.key] = result.cells[key] = cell.points if passed else 0.0
                     if not passed:
                         result.reasons[key] = one_line(outcome.reason if outcome else "not run")
+                    if outcome is not None and outcome.refused:
+                        result.flags.append(f"{name}: {cell.key}: {refusal_flag(outcome.refused)}")
                 else:
                     scores[cell.key] = result.cells[key] = None
                     result.needs_manual_grade = True
@@ -214,6 +215,19 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         if not result.graded:
             write_status_page(out_dir, submission, result)
     return result
+
+
+FLAGGED_NAMES = 3
+
+
+def refusal_flag(names: tuple[str, ...]) -> str:
+    """The instructor's flag for a test during which the kernel's guard refused a switched-off built-in:
+    ``names`` are those the test's guards switched off (which of them ran is only in the kernel's text,
+    which the learner's code could write), the first :data:`FLAGGED_NAMES` of them shown."""
+    shown = ", ".join(names[:FLAGGED_NAMES])
+    more = f" and {len(names) - FLAGGED_NAMES} more" if len(names) > FLAGGED_NAMES else ""
+    which = shown + more if len(names) == 1 else f"one of {shown}{more}"
+    return f"a switched-off built-in ran during its tests ({which})"
 
 
 def write_pages(out_dir: Path, submission: Submission, pages: dict[str, str]) -> list[str]:

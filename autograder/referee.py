@@ -17,10 +17,13 @@ grader -> referee                          referee -> grader
 ========================================= =========================================================
 ``{"type": "start", "prelude": [...]}``   ``{"type": "ready"}`` (the notebook's imports are done)
 ``{"type": "test", "source": ...}``       ``{"type": "kernel", "request": ...}`` (any number), then
-                                          ``{"type": "verdict", "ok": ..., "reason": ...}``
+                                          ``{"type": "verdict", "ok": ..., "reason": ..., "refused": [...]}``
 ``{"type": "response", "text": ...}`` or  (the kernel's answer to the last request, or why there is
 ``{"type": "unavailable", "reason": ...}`` none)
 ========================================= =========================================================
+
+``refused`` lists the names switched off by the guards under which the kernel refused a built-in during
+the test (:attr:`course_runtime.remote.Session.refused`), for the instructor's flags.
 
 Whatever a test prints is discarded: feedback is built from verdicts only. :class:`RefereeProcess`
 is the grader's end: one referee per job slot, reused for every notebook that slot grades.
@@ -253,6 +256,7 @@ class Referee:
         linecache.cache[filename] = (len(public), None, [line + "\n" for line in public.split("\n")], filename)
         self.public[filename] = public
         self.namespace.forget_fetched()
+        self.session.begin_test()
         try:
             with remote.active(self.session):
                 exec(compile(source, filename, "exec"), self.namespace)
@@ -370,14 +374,15 @@ class RefereeProcess:
         if reply.get("error"):
             raise RefereeError(f"the notebook's imports failed in the referee: {reply['error']}")
 
-    async def run_test(self, source: str, kernel, timeout: float) -> tuple[str, str]:
-        """Run one test cell against ``kernel``; return ``(status, reason)`` as for a cell.
+    async def run_test(self, source: str, kernel, timeout: float):
+        """Run one test cell against ``kernel``; return its :class:`autograder.runner.CellOutcome`
+        (``refused``: the names switched off by the guards under which the kernel refused a built-in).
 
         Raises:
             KernelStopped: the kernel died during the test (the test has failed).
             RefereeError: the referee failed.
         """
-        from autograder.runner import AgentError, KernelStopped
+        from autograder.runner import AgentError, CellOutcome, KernelStopped
 
         deadline = time.monotonic() + timeout
         await self._send({"type": "test", "source": source})
@@ -388,11 +393,14 @@ class RefereeProcess:
                 message = await self._receive(max(remaining, VERDICT_GRACE_S))
             except asyncio.TimeoutError:
                 await self.close()
-                return "timeout", f"the test ran longer than {timeout:g} s and was stopped"
+                return CellOutcome("timeout", f"the test ran longer than {timeout:g} s and was stopped")
             if message.get("type") == "verdict":
                 if stopped is not None:
                     raise stopped
-                return ("ok", "") if message.get("ok") else ("error", str(message.get("reason", ""))[:MAX_REASON_CHARS])
+                refused = tuple(str(name)[:200] for name in message.get("refused") or ())
+                if message.get("ok"):
+                    return CellOutcome("ok", refused=refused)
+                return CellOutcome("error", str(message.get("reason", ""))[:MAX_REASON_CHARS], refused=refused)
             if message.get("type") != "kernel":
                 await self.close()
                 raise RefereeError(f"the referee sent an unexpected message {str(message)[:80]}")
@@ -446,7 +454,7 @@ def main() -> None:
                 send({"type": "ready", "error": describe(error)})
         elif message["type"] == "test":
             ok, reason = referee.run_test(message["source"])
-            send({"type": "verdict", "ok": ok, "reason": reason})
+            send({"type": "verdict", "ok": ok, "reason": reason, "refused": list(referee.session.refused)})
 
 
 if __name__ == "__main__":

@@ -186,12 +186,16 @@ class CellOutcome:
         reason: for anything but ``"ok"``, one line saying why, e.g. ``"AssertionError: ..."``.
         outputs: ``{"kind": "stdout"|"stderr"|"result"|"error", "text": ...}`` in order, capped.
         seconds: wall time of the cell.
+        refused: for a test cell, the names its guards switched off when the kernel's guard refused a
+            built-in the learner's code reached (set by the referee from the test's own guards, never
+            from the kernel's text); the grader flags them for the instructor.
     """
 
     status: str
     reason: str = ""
     outputs: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    refused: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

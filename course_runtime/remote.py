@@ -80,6 +80,13 @@ class Session:
         public_definition: for a function or class the test defined, ``{"source": ..., "name": ...}``
             of its definition in the *visible* part of a test cell; raises ``ValueError`` if it is not
             there. Such definitions may be sent to the kernel (callbacks, stand-ins).
+
+    Attributes:
+        guarded: the switched-off names of every guard sent to the kernel since :meth:`begin_test`
+            (the kernel's agent keeps a test's guards until the grader releases them after the test).
+        refused: the switched-off names of the guard that was on when the kernel reported a
+            ``ShortcutError`` since :meth:`begin_test` (the names the test switched off, never the
+            kernel's text): the grader flags them for the instructor.
     """
 
     def __init__(self, transport: Callable[[str], str],
@@ -89,6 +96,13 @@ class Session:
         self.forbidden: list[dict] = []
         self.stand_ins: dict[str, dict] = {}
         self.requests = 0  # sent so far; what the kernel told about its objects holds until the next
+        self.guarded: dict[str, None] = {}
+        self.refused: dict[str, None] = {}
+
+    def begin_test(self) -> None:
+        """Start a test cell: forget the guards and refusals of the previous one."""
+        self.guarded.clear()
+        self.refused.clear()
 
     def request(self, op: str, **fields) -> object:
         """Send one request; return the decoded value or raise the learner's error."""
@@ -115,7 +129,16 @@ class Session:
             raise wire.WireError("the kernel's error report is malformed")
         if "WireError" in error["types"]:
             raise AssertionError("your code returned something the grader cannot check: " + error["message"])
+        if "ShortcutError" in error["types"]:
+            self._note_refusal()
         raise learner_error(error["types"], error["message"])
+
+    def _note_refusal(self) -> None:
+        """Record that the kernel refused a switched-off built-in: the names of the guard that is on,
+        else of every guard this test sent (a later request on a call's result runs under them too).
+        With no guard sent, the learner's own code raised it: nothing is recorded."""
+        names = [name for group in self.forbidden for name in group["names"]] or list(self.guarded)
+        self.refused.update(dict.fromkeys(names))
 
     def encode(self, value: object, sent: list | None = None) -> object:
         """``value`` for a request: data as data (tensors appended to ``sent``), proxies as their
@@ -158,6 +181,8 @@ class Session:
     def call(self, target: object, args: tuple, kwargs: dict) -> object:
         """Call ``target`` (a proxy, or ``{"$import": "torch.optim.SGD"}``) in the kernel, under the
         shortcut guards and stand-ins that are active in the referee."""
+        for group in self.forbidden:
+            self.guarded.update(dict.fromkeys(group["names"]))
         return self.request("call", target=target, args=tuple(args), kwargs=dict(kwargs),
                             grad=torch.is_grad_enabled(), forbid=list(self.forbidden),
                             stand_ins=dict(self.stand_ins))

@@ -442,12 +442,12 @@ def test_the_batch_has_every_variant(graded):
     print(f"batch of {len(graded['rows'])} rows graded in {graded['seconds']:.0f} s")
 
 
-@pytest.mark.parametrize("student", [
-    "h02-never-called-exec",
-    "h02-torch-sys-modules",
-    pytest.param("h02-computed-getattr", marks=pytest.mark.xfail(strict=True, reason=(
-        "the grading kernel's getattr refuses getattr(torch, 'soft' + 'max') at run time (ShortcutError, "
-        "0 points) but a refusal at run time writes nothing to grades.csv's flags column"))),
-])
+@pytest.mark.parametrize("student", sorted(HOSTILE))
 def test_hostile_notebook_is_flagged_for_the_instructor(graded, student):
     assert _row(graded, student, A02)["flags"], "the instructor is told why the part earned nothing"
+
+
+def test_a_built_in_refused_at_run_time_is_flagged_with_its_part(graded):
+    flags = _row(graded, "h02-computed-getattr", A02)["flags"]
+    assert "self_attention: test_stable_softmax: a switched-off built-in ran during its tests (one of torch.softmax" \
+        in flags, flags
