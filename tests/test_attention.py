@@ -293,3 +293,38 @@ def test_a_mask_of_the_wrong_shape_is_refused_with_the_shapes_that_work():
     for good in (torch.ones(5, 5, dtype=torch.bool).tril(), torch.ones(2, 1, 1, 5, dtype=torch.bool),
                  torch.ones(2, 4, 5, 5, dtype=torch.bool)):
         layer(x, mask=good)
+
+
+def test_a_bias_that_does_not_broadcast_is_refused_naming_the_argument():
+    mha = MultiHeadAttention(d_model=16, n_heads=4)
+    x = torch.randn(2, 5, 16)
+    for need_weights in (False, True):
+        with pytest.raises(ValueError, match=r"bias has shape \(4, 3, 3\).*\(B, n_heads, Tq, Tk\) = \(2, 4, 5, 5\)"):
+            mha(x, bias=torch.zeros(4, 3, 3), need_weights=need_weights)
+    assert mha(x, bias=torch.zeros(4, 5, 5))[0].shape == (2, 5, 16)
+
+
+def test_a_context_of_the_wrong_width_or_batch_is_refused_naming_the_argument():
+    mha = MultiHeadAttention(d_model=16, n_heads=4)
+    x = torch.randn(2, 5, 16)
+    with pytest.raises(ValueError, match=r"context must have shape \(B=2, S, d_model=16\), got \(2, 7, 12\)"):
+        mha(x, torch.randn(2, 7, 12))
+    with pytest.raises(ValueError, match=r"context must have shape \(B=2, S, d_model=16\), got \(3, 7, 16\)"):
+        mha(x, torch.randn(3, 7, 16))
+    assert mha(x, torch.randn(2, 7, 16))[0].shape == (2, 5, 16)
+
+
+def test_cache_reorder_refuses_a_list_and_an_index_out_of_range():
+    cache = KVCache(n_layers=1, batch_size=3, max_len=4, n_kv_heads=2, head_dim=4)
+    with pytest.raises(ValueError, match=r"batch_indices must be an integer tensor.*torch.tensor\(\[2, 0, 1\]\)"):
+        cache.reorder([2, 0, 1])
+    with pytest.raises(ValueError, match=r"batch_indices must be an integer tensor"):
+        cache.reorder(torch.tensor([0.0, 1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"batch_indices.*3 is outside 0 \.\. 2"):
+        cache.reorder(torch.tensor([0, 3, 1]))
+    with pytest.raises(ValueError, match=r"batch_indices.*-1 is outside 0 \.\. 2"):
+        cache.reorder(torch.tensor([0, -1, 1]))
+    cache.layers[0].append(torch.arange(3.0)[:, None, None, None].expand(3, 2, 1, 4),
+                           torch.zeros(3, 2, 1, 4))
+    cache.reorder(torch.tensor([2, 2, 0]))
+    assert cache.keys[0, :, 0, 0, 0].tolist() == [2.0, 2.0, 0.0]

@@ -310,3 +310,66 @@ def test_decoder_is_causal_in_encoder_decoder_model():
     a, b = model(src, tgt)[0], model(src, changed)[0]
     torch.testing.assert_close(a[:, :3], b[:, :3])
     assert not torch.allclose(a[:, 3:], b[:, 3:])
+
+
+# --- bugs of issue 32, item 6 -----------------------------------------------------------------
+
+@pytest.mark.parametrize("position", ["sinusoidal", "learned", "rope", "none"])
+def test_encoder_decoder_static_cache_equals_uncached_decode(position):
+    """A StaticKVCache used to write every step into slot 0 (its length stayed 0): wrong logits, silently."""
+    torch.manual_seed(11)
+    model = EncoderDecoderModel(_config(position=position, n_kv_heads=2)).eval()
+    src, tgt = torch.randint(0, 23, (2, 6)), torch.randint(0, 23, (2, 5))
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory)
+        cache = StaticKVCache(2, 2, 8, model.config.n_kv_heads, model.config.head_dim)
+        steps = [model.decode(tgt[:, :2], memory, cache=cache)]
+        steps += [model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(2, 5)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=RTOL)
+    assert cache.length == int(cache.position) == 5
+
+
+@pytest.mark.parametrize("position", ["alibi", "t5"])
+def test_encoder_decoder_static_cache_with_a_distance_bias_is_refused(position):
+    model = EncoderDecoderModel(_config(position=position)).eval()
+    memory = model.encode(torch.randint(0, 23, (1, 4)))
+    cache = StaticKVCache(2, 1, 8, model.config.n_kv_heads, model.config.head_dim)
+    with pytest.raises(ValueError, match=r"StaticKVCache needs absolute positions.*new_cache\(\)"):
+        model.decode(torch.zeros(1, 1, dtype=torch.long), memory, cache=cache)
+
+
+def test_transformer_decode_with_a_static_cache_equals_uncached_decode():
+    from transformer_core.attention import causal_mask
+    from transformer_core.models import Transformer
+
+    torch.manual_seed(12)
+    model = Transformer(d_model=16, n_heads=4, n_encoder_layers=1, n_decoder_layers=2, d_ff=32,
+                        dropout=0.0).eval()
+    src, tgt = torch.randn(2, 6, 16), torch.randn(2, 4, 16)
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory, causal_mask(4))
+        cache = StaticKVCache(2, 2, 7, 4, 4)
+        steps = [model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(4)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=RTOL)
+        with pytest.raises(ValueError, match="tgt_mask.*StaticKVCache"):
+            model.decode(tgt[:, :1], memory, causal_mask(1, 5), cache=cache)
+
+
+@pytest.mark.parametrize("model_class", [DecoderOnlyLM, EncoderDecoderModel])
+def test_new_cache_max_len_zero_is_refused_not_replaced_by_the_default(model_class):
+    model = model_class(_config())
+    assert model.new_cache(2, max_len=3).max_len == 3 and model.new_cache(2).max_len == 16
+    with pytest.raises(ValueError, match="max_len must be a positive integer, got 0"):
+        model.new_cache(2, max_len=0)
+
+
+def test_segment_ids_outside_the_segment_table_are_a_value_error():
+    model = EncoderOnlyModel(_config(n_segments=2, norm_first=False, final_norm=False))
+    ids = torch.randint(0, 23, (1, 4))
+    with pytest.raises(ValueError, match=r"segment_ids.*2.*0 \.\. 1.*n_segments"):
+        model(ids, segment_ids=torch.tensor([[0, 1, 2, 0]]))
+    with pytest.raises(ValueError, match=r"segment_ids.*-1"):
+        model(ids, segment_ids=torch.tensor([[0, -1, 1, 0]]))
+    assert model(ids, segment_ids=torch.tensor([[0, 0, 1, 1]])).shape == (1, 4, 16)

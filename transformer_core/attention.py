@@ -238,6 +238,19 @@ def _check_mask_shape(mask: torch.Tensor, scores_shape: tuple[int, int, int, int
                          f"cached tokens too)")
 
 
+def _check_bias_shape(bias: torch.Tensor, scores_shape: tuple[int, int, int, int]) -> None:
+    """Refuse an additive bias that does not broadcast to the scores ``(B, n_heads, Tq, Tk)``."""
+    try:
+        fits = torch.broadcast_shapes(tuple(bias.shape), scores_shape) == torch.Size(scores_shape)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        _, n_heads, n_queries, n_keys = scores_shape
+        raise ValueError(f"bias has shape {tuple(bias.shape)}, which does not broadcast to the scores (B, n_heads, "
+                         f"Tq, Tk) = {scores_shape}; give one score per head, query and key: (n_heads, Tq, Tk) = "
+                         f"({n_heads}, {n_queries}, {n_keys}) (Tk counts cached tokens too)")
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention for self- and cross-attention, with grouped-query heads and a KV cache.
 
@@ -341,6 +354,11 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got "
                              f"{tuple(x.shape)}.")
         is_self_attention = context is None
+        if not is_self_attention and (context.dim() != 3 or context.shape[0] != x.shape[0]
+                                      or context.shape[-1] != self.d_model):
+            raise ValueError(f"context must have shape (B={x.shape[0]}, S, d_model={self.d_model}), got "
+                             f"{tuple(context.shape)}: it is the encoder output, one row per row of x and as wide "
+                             f"as the model; encode one source per target with an encoder of this d_model.")
         if not is_self_attention and rope_positions is not None:
             raise ValueError("rope_positions apply to self-attention only; in cross-attention the "
                              "keys come from the encoder and are not rotated.")
@@ -359,6 +377,8 @@ class MultiHeadAttention(nn.Module):
             k, v = k.to(q.dtype), v.to(q.dtype)
         if mask is not None:
             _check_mask_shape(mask, (batch, self.n_heads, n_queries, k.shape[2]))
+        if bias is not None:
+            _check_bias_shape(bias, (batch, self.n_heads, n_queries, k.shape[2]))
         if self.n_kv_heads != self.n_heads:
             group = self.n_heads // self.n_kv_heads
             k = k.repeat_interleave(group, dim=1)                           # (B, H, Tk, hd)

@@ -161,10 +161,23 @@ class KVCache:
         Args:
             batch_indices: integer tensor ``(batch_size,)`` of source rows.
         """
+        if not isinstance(batch_indices, torch.Tensor) or batch_indices.dtype not in (torch.long, torch.int):
+            described = (f"dtype {batch_indices.dtype}" if isinstance(batch_indices, torch.Tensor)
+                         else type(batch_indices).__name__)
+            hint = (f"; wrap the rows as torch.tensor({list(batch_indices)!r})"
+                    if isinstance(batch_indices, (list, tuple)) else "; convert it with .long()")
+            raise ValueError(f"batch_indices must be an integer tensor of shape ({self.batch_size},), got "
+                             f"{described}{hint}")
         if batch_indices.shape != (self.batch_size,):
             raise ValueError(f"batch_indices must have shape ({self.batch_size},), got "
                              f"{tuple(batch_indices.shape)}.")
-        index = batch_indices.to(self.keys.device)
+        if not is_compiling() and batch_indices.device.type == "cpu":   # a GPU tensor would make the host wait
+            low, high = int(batch_indices.min()), int(batch_indices.max())
+            if low < 0 or high >= self.batch_size:
+                bad = low if low < 0 else high
+                raise ValueError(f"batch_indices: row {bad} is outside 0 .. {self.batch_size - 1}; each entry "
+                                 f"names a sequence of this cache's batch of {self.batch_size}.")
+        index = batch_indices.to(device=self.keys.device, dtype=torch.long)
         self.keys.copy_(self.keys.index_select(1, index))
         self.values.copy_(self.values.index_select(1, index))
         for layer in self.layers:
@@ -197,7 +210,7 @@ class StaticLayerKVCache:
         self.keys = keys
         self.values = values
         self.owner = owner
-        self.memory_keys = self.memory_values = None     # decoder-only: no cross-attention
+        self.memory_keys = self.memory_values = None     # the encoder output's, in an encoder-decoder model
 
     @property
     def position(self) -> torch.Tensor:
@@ -282,6 +295,9 @@ class StaticKVCache(KVCache):
         self._length += n_new
 
     def reset(self) -> None:
-        """Forget all stored tokens (the buffers are kept and overwritten later)."""
+        """Forget all stored tokens and the encoder output's keys and values (the buffers are kept and
+        overwritten later)."""
         self.position.zero_()
         self._length = 0
+        for layer in self.layers:
+            layer.memory_keys = layer.memory_values = None

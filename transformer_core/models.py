@@ -264,6 +264,13 @@ class Embeddings(nn.Module):
             if segment_ids.shape != ids.shape:
                 raise ValueError(f"segment_ids must have the shape of the token ids "
                                  f"{tuple(ids.shape)}, got {tuple(segment_ids.shape)}.")
+            n_segments = self.segment.num_embeddings
+            if segment_ids.device.type == "cpu" and not _compiling() and segment_ids.numel():
+                low, high = int(segment_ids.min()), int(segment_ids.max())
+                if low < 0 or high >= n_segments:
+                    raise ValueError(f"segment_ids: segment {low if low < 0 else high} is outside 0 .. "
+                                     f"{n_segments - 1}; the model has n_segments={n_segments} segment "
+                                     f"embeddings (sentence A = 0, B = 1, ...).")
             x = x + self.segment(segment_ids)
         elif segment_ids is not None:
             raise ValueError("segment_ids were given but the model has no segment embeddings; set "
@@ -560,9 +567,10 @@ class DecoderOnlyLM(_CountParameters, nn.Module):
             device: buffer device (default: the model's device).
         """
         weight = self.embeddings.token.weight
-        return KVCache(len(self.layers), batch_size, max_len or self.config.max_len,
+        return KVCache(len(self.layers), batch_size, self.config.max_len if max_len is None else max_len,
                        self.config.n_kv_heads, self.config.head_dim,
-                       dtype=dtype or weight.dtype, device=device or weight.device)
+                       dtype=weight.dtype if dtype is None else dtype,
+                       device=weight.device if device is None else device)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *,
                 cache: KVCache | None = None, attention_mask: torch.Tensor | None = None,
@@ -719,16 +727,32 @@ class Transformer(_CountParameters, nn.Module):
             tgt ``(B, T, d_model)``, memory ``(B, S, d_model)`` -> ``(B, T, d_model)``; tgt_mask
             and self_bias broadcastable to ``(B, n_heads, T, T_k)`` (``T_k`` counts cached tokens);
             memory_mask to ``(B, n_heads, T, S)``; rope_positions ``(T,)``; cache a
-            :class:`~transformer_core.cache.KVCache` with one layer per decoder block.
+            :class:`~transformer_core.cache.KVCache` with one layer per decoder block. With a
+            :class:`~transformer_core.cache.StaticKVCache` the causal mask over its ``max_len`` slots
+            is built here from ``cache.position`` (pass no ``tgt_mask`` or ``self_bias``).
         """
         if cache is not None and cache.n_layers != len(self.decoder_layers):
             raise ValueError(f"the cache has {cache.n_layers} layers but the decoder has "
                              f"{len(self.decoder_layers)}.")
+        static = isinstance(cache, StaticKVCache)
+        if static:
+            if tgt_mask is not None or self_bias is not None:
+                raise ValueError("tgt_mask and self_bias cannot be used with a StaticKVCache: its self-attention "
+                                 "spans all max_len slots, and decode builds the causal mask over them from "
+                                 "cache.position; pass neither (or decode with a KVCache to pass your own)")
+            n_new = tgt.shape[1]
+            if not _compiling():            # on the host, before anything is written
+                cache.check_room(n_new)
+            new_positions = cache.position + torch.arange(n_new, device=tgt.device)         # (T,)
+            slots = torch.arange(cache.max_len, device=tgt.device)
+            tgt_mask = slots[None, :] <= new_positions[:, None]                              # (T, max_len)
         x = tgt
         for i, layer in enumerate(self.decoder_layers):
             x = layer(x, memory, self_mask=tgt_mask, memory_mask=memory_mask, self_bias=self_bias,
                       rope_positions=rope_positions,
                       cache=None if cache is None else cache.layers[i], need_weights=need_weights)
+        if static:
+            cache.advance(n_new)
         return x if self.decoder_norm is None else self.decoder_norm(x)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, *, src_mask: torch.Tensor | None = None,
@@ -803,17 +827,29 @@ class EncoderDecoderModel(_CountParameters, nn.Module):
         """Decode target tokens against the encoded source; returns logits.
 
         With a ``cache`` (from :meth:`new_cache`), ``tgt`` holds only the new target tokens, whose
-        positions start at ``cache.length``.
+        positions start at ``cache.length``. A :class:`~transformer_core.cache.StaticKVCache` works too
+        (absolute position schemes only: learned, sinusoidal, RoPE, none).
 
         Shapes:
             tgt ``(B, T)``, memory ``(B, S, d_model)``, src_mask ``(B, S)`` -> ``(B, T, vocab_size)``.
         """
-        start = 0 if cache is None else cache.length
         n_new = tgt.shape[1]
-        n_keys = start + n_new
-        x = self.tgt_embeddings(tgt, offset=start)
-        self_mask = None if n_new == 1 else causal_mask(n_new, n_keys, device=tgt.device)
-        bias, rope_positions = self.decoder_positions(n_new, n_keys, tgt.device)
+        if isinstance(cache, StaticKVCache):     # positions from the cache's position tensor, the mask in transformer.decode
+            if self.config.position in ("alibi", "t5"):
+                raise ValueError(f"a StaticKVCache needs absolute positions; position={self.config.position!r} "
+                                 "biases attention by distance, so decode with model.new_cache() instead")
+            if not _compiling():                # on the host, before a position past the tables is looked up
+                cache.check_room(n_new)
+            new_positions = cache.position + torch.arange(n_new, device=tgt.device)     # (T,)
+            x = self.tgt_embeddings(tgt, positions=new_positions.expand(tgt.shape[0], n_new))
+            self_mask = bias = None
+            rope_positions = new_positions if self.config.position == "rope" else None
+        else:
+            start = 0 if cache is None else cache.length
+            n_keys = start + n_new
+            x = self.tgt_embeddings(tgt, offset=start)
+            self_mask = None if n_new == 1 else causal_mask(n_new, n_keys, device=tgt.device)
+            bias, rope_positions = self.decoder_positions(n_new, n_keys, tgt.device)
         memory_mask = None
         if src_mask is not None:
             if src_mask.shape != memory.shape[:2]:
@@ -838,9 +874,11 @@ class EncoderDecoderModel(_CountParameters, nn.Module):
                   device: torch.device | str | None = None) -> KVCache:
         """A KV cache for the decoder's self-attention (see :meth:`DecoderOnlyLM.new_cache`)."""
         weight = self.tgt_embeddings.token.weight
-        return KVCache(self.config.n_decoder_layers, batch_size, max_len or self.config.max_len,
+        return KVCache(self.config.n_decoder_layers, batch_size,
+                       self.config.max_len if max_len is None else max_len,
                        self.config.n_kv_heads, self.config.head_dim,
-                       dtype=dtype or weight.dtype, device=device or weight.device)
+                       dtype=weight.dtype if dtype is None else dtype,
+                       device=weight.device if device is None else device)
 
     def cross_attention_weights(self) -> list[torch.Tensor]:
         """The cross-attention maps of the last call made with ``need_weights=True``.
