@@ -247,18 +247,22 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
     out_dir = Path(out_dir).resolve()
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out must be a folder, but {out_dir} is a file")
-    submissions = Path(submissions)
+    submissions = archive = Path(submissions)
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
         tmp = Path(tmp)
         if submissions.is_file() and zipfile.is_zipfile(submissions) and submissions.suffix != ".ipynb":
-            submissions, _ = extract_zip(submissions, tmp / "zip")
+            submissions, skipped = extract_zip(submissions, tmp / "zip")
+        else:
+            skipped = []
         found = newest_attempts_first(collect_submissions(submissions, assignment, root=root))
         _check_regrade(regrade, found)
         if shard is not None:
             found = [s for s in found if shard_of(s.learner, shard[1]) == shard[0]]
+            skipped = [entry for entry in skipped if shard_of(entry, shard[1]) == shard[0]]
         out_dir.mkdir(parents=True, exist_ok=True)
         if shard is not None:
             _record_shard(out_dir, shard)
+        results: list[GradeResult] = [_skipped_entry_row(out_dir, entry, archive) for entry in skipped]
         catalogue = Catalogue(root)
         catalogue_ids = {a: catalogue.grade_ids(a) for a in catalogue.notebooks}
         plans: dict[str, AssignmentPlan | str] = {}
@@ -267,7 +271,6 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                 plans[name] = load_plan(name, root)
             except PlanError as error:
                 plans[name] = f"the assignment could not be prepared: {error}"
-        results: list[GradeResult] = []
         pending: list[tuple[Submission, AssignmentPlan, Path]] = []
         seen: dict[tuple[str, str], int] = {}
         for submission in found:
@@ -312,6 +315,21 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
     write_grades_csv(out_dir / "grades.csv", load_results(out_dir))
     _after_grading(out_dir, root)
     return sorted(results, key=lambda r: (r.assignment, r.student))
+
+
+SKIPPED_ZIP_ENTRY = ("not extracted from the zip: an absolute path, `..`, a link, or a name this file system "
+                     "refuses; ask the learner to submit it again as a plain notebook file")
+
+
+def _skipped_entry_row(out_dir: Path, entry: str, archive: Path) -> GradeResult:
+    """The row of a zip entry :func:`autograder.submissions.extract_zip` skipped (``entry``: its name in
+    the zip, with the file system's reason when it refused the name), saved with the other results so
+    that ``grades.csv`` has a row for every entry of the zip. Its learner is unknown: the entry's name
+    stands in, and no feedback page is written."""
+    name = clean_text(entry)
+    result = GradeResult(name, "", f"not graded: {name} ({SKIPPED_ZIP_ENTRY})", origin=clean_text(archive))
+    write_atomically(result_path(out_dir, name, ""), json.dumps(asdict(result), indent=1).encode("utf-8"))
+    return result
 
 
 def _after_grading(out_dir: Path, root: Path) -> None:
@@ -468,8 +486,8 @@ def summary_table(results: list[GradeResult]) -> str:
     flagged = [r for r in results if r.graded and r.flags]
     if flagged:
         lines.append("")
-        lines.append("graded, but the code reaches for the grading machinery (review these):")
+        lines.append("graded, but flagged: the code reaches for the grading machinery or ran a switched-off "
+                     "built-in during a test (review these):")
         for r in flagged:
-            lines.append(f"  {r.student} / {r.assignment}: {r.score:g} / {r.max_score:g}; "
-                         f"uses {', '.join(r.flags)}")
+            lines.append(f"  {r.student} / {r.assignment}: {r.score:g} / {r.max_score:g}; {'; '.join(r.flags)}")
     return "\n".join(lines)

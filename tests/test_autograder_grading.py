@@ -592,7 +592,7 @@ def test_a_killed_run_resumes_without_losing_or_duplicating_grades(course, tmp_p
     assert not list(out.rglob("*.tmp")), "no temporary files are left behind"
 
 
-def test_an_lms_zip_is_graded_and_exit_status_is_0(course, tmp_path):
+def test_an_lms_zip_is_graded_and_an_entry_not_extracted_has_a_row_and_exit_status_1(course, tmp_path):
     archive = tmp_path / "canvas.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.write(course / "solutions" / ASSIGNMENT / NOTEBOOK, "smithjane_123_456_fixture.ipynb")
@@ -600,10 +600,10 @@ def test_an_lms_zip_is_graded_and_exit_status_is_0(course, tmp_path):
         zf.writestr("../../escaped.ipynb", "{}")
     out = tmp_path / "out"
     assert main(["--root", str(course), "grade", str(archive), "--assignment", ASSIGNMENT, "--out", str(out),
-                 "--no-progress", *LIMITS]) == 0
+                 "--no-progress", *LIMITS]) == 1
     with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
         rows = {r["student"]: r["score"] for r in csv.DictReader(handle)}
-    assert rows == {"smithjane": "3", "doejohn": "0"}
+    assert rows == {"smithjane": "3", "doejohn": "0", "../../escaped.ipynb": ""}
     assert not (tmp_path.parent / "escaped.ipynb").exists()
 
 

@@ -1,6 +1,7 @@
-"""One learner never costs another: every zip entry keeps its own file (and so its own row), the kernel
-channel charges its budget frame by frame and never parses a huge header, a kernel's memory limit covers
-all its processes, and nothing of a learner's runs after its deadline."""
+"""One learner never costs another: every zip entry keeps its own file (and so its own row; an entry that
+is not extracted gets a row saying why), the kernel channel charges its budget frame by frame and never
+parses a huge header, a kernel's memory limit covers all its processes, and nothing of a learner's runs
+after its deadline."""
 
 import zipfile
 from pathlib import Path
@@ -50,6 +51,33 @@ def test_every_zip_entry_gets_its_own_file_and_row(tmp_path):
     assert graded == sorted([*notebooks, b"dave, twice"])      # the last of two same-named entries, as before
     dave = [s for s in rows if s.student == "dave"]
     assert len(dave) == 1 and dave[0].other_attempts[0].startswith("nb.ipynb")   # the other copy is named
+
+
+def test_every_skipped_zip_entry_gets_a_row_that_says_why(tmp_path):
+    import csv
+    import stat
+
+    from autograder.__main__ import main
+
+    archive = tmp_path / "lms.zip"
+    skipped = ["../../escape.ipynb", "/etc/absolute.ipynb", "export-link.ipynb"]
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("alice.ipynb", "{")                   # a learner's entry: its own row ("unreadable")
+        zf.writestr(skipped[0], "{}")
+        zf.writestr(skipped[1], "{}")
+        link = zipfile.ZipInfo(skipped[2])
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(link, "/etc/passwd")
+    out = tmp_path / "out"
+    assert main(["--root", str(_course(tmp_path / "course")), "grade", str(archive), "--assignment", "a1",
+                 "--out", str(out), "--no-progress", "--jobs", "1"]) == 1        # some entries were not graded
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert sorted(rows) == sorted(["alice", *skipped])                        # one row per entry of the zip
+    for entry in skipped:
+        assert rows[entry]["status"].startswith(f"not graded: {entry} (not extracted from the zip: "), rows[entry]
+        assert rows[entry]["score"] == "" and rows[entry]["assignment"] == ""
+    assert not (tmp_path / "escape.ipynb").exists()
 
 
 def _channel_pair(limits):
