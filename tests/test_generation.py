@@ -543,3 +543,27 @@ def test_compiled_decoding_refuses_what_it_cannot_do():
     model = DecoderOnlyLM(TransformerConfig(vocab_size=11, d_model=16, n_heads=4, n_layers=1, max_len=8)).eval()
     with pytest.raises(ValueError, match="no attention_mask"):
         generate(model, torch.tensor([[1, 2]]), 3, compile="eager", attention_mask=torch.ones(1, 2))
+
+
+# ------------------------------------------------------------------------------ bugs of issue 32, item 6
+
+@pytest.mark.parametrize("search", ["generate", "beam_search"])
+def test_a_src_mask_for_a_decoder_only_model_is_refused_pointing_at_attention_mask(search):
+    """A left-padding mask passed as src_mask used to change nothing, silently."""
+    model = _tiny_lm()
+    prompt, mask = torch.tensor([[0, 3, 4]]), torch.tensor([[0, 1, 1]])
+    with pytest.raises(ValueError, match=r"src_mask.*decoder-only.*attention_mask"):
+        if search == "generate":
+            generate(model, prompt, 2, src_mask=mask)
+        else:
+            beam_search(model, prompt, beam_size=2, max_new_tokens=2, src_mask=mask)
+
+
+@pytest.mark.parametrize("eos", [13, -1, 2.0, True])
+def test_beam_search_refuses_an_eos_token_id_outside_the_vocabulary_as_generate_does(eos):
+    model = _tiny_lm()                                  # vocab_size 13: ids 0 .. 12
+    for search in (lambda: generate(model, torch.tensor([[1, 2]]), 2, eos_token_id=eos),
+                   lambda: beam_search(model, torch.tensor([[1, 2]]), beam_size=2, max_new_tokens=2,
+                                       eos_token_id=eos)):
+        with pytest.raises(ValueError, match=r"eos_token_id=.* is not a token id of this model's vocabulary \(0 \.\. 12\)"):
+            search()

@@ -321,6 +321,16 @@ def _check_can_generate(model, name: str) -> None:
                     f"got {kind}")
 
 
+def _check_eos_token_id(eos_token_id, vocab_size: int, name: str) -> None:
+    """Refuse an ``eos_token_id`` that the model can never produce (outside ``0 .. vocab_size - 1``, or not an int)."""
+    if eos_token_id is None:
+        return
+    if isinstance(eos_token_id, bool) or not isinstance(eos_token_id, int) or not 0 <= eos_token_id < vocab_size:
+        raise ValueError(f"{name}: eos_token_id={eos_token_id!r} is not a token id of this model's vocabulary "
+                         f"(0 .. {vocab_size - 1}); give the id of the end-of-sequence token as an int, or None "
+                         f"for no end token")
+
+
 def _max_len(model) -> int:
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "max_len"):
@@ -341,6 +351,11 @@ def _decoder(model, src: torch.Tensor | None, src_mask: torch.Tensor | None):
         if is_seq2seq:
             raise ValueError(f"{type(model).__name__} is an encoder-decoder model: pass the source ids as "
                              f"src=... (B, S); idx holds the start of the target (e.g. a BOS token)")
+        if src_mask is not None:
+            raise ValueError(f"src_mask is the source padding of an encoder-decoder model, but {type(model).__name__} "
+                             f"is decoder-only and has no source: pass the padding of left-padded prompts as "
+                             f"attention_mask=... (B, T), 1 on real tokens (generate), or decode one prompt at a "
+                             f"time without padding (beam_search)")
         return lambda tokens, cache=None, **kwargs: model(tokens, cache=cache, **kwargs)[0]
     if not is_seq2seq:
         raise ValueError(f"src is the source sentence of an encoder-decoder model, but {type(model).__name__} "
@@ -448,9 +463,7 @@ def generate(
     max_len = _max_len(model)
     vocab_size = model.config.vocab_size
     check_token_ids(idx, vocab_size, "generate: idx")       # once per call (on a GPU, one wait), not per step
-    if eos_token_id is not None and not (isinstance(eos_token_id, int) and 0 <= eos_token_id < vocab_size):
-        raise ValueError(f"generate: eos_token_id={eos_token_id!r} is not a token id of this model's "
-                         f"vocabulary (0 .. {vocab_size - 1})")
+    _check_eos_token_id(eos_token_id, vocab_size, "generate")
     batch_size, prompt_len = idx.shape
     if src is not None and src.dim() == 2 and src.shape[0] != batch_size:
         raise ValueError(f"generate: src has {src.shape[0]} rows but idx has {batch_size}; give one "
@@ -600,6 +613,7 @@ def beam_search(
             or not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be a finite number, got {length_penalty!r}")
     max_len = _max_len(model)
+    _check_eos_token_id(eos_token_id, model.config.vocab_size, "beam_search")
 
     def score(log_prob: float, n_generated: int) -> float:
         return log_prob / n_generated ** length_penalty
