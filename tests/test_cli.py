@@ -55,7 +55,7 @@ def test_train_writes_a_summary_with_the_whole_split_loss(trained):
     summary = json.loads((checkpoint.parent / "summary.json").read_text())
     assert summary["preset"] == "tiny" and summary["config"]["max_iters"] == 30
     assert f"final val_loss {summary['final_val_loss']:.4f}" in stdout
-    assert re.search(rf"whole validation split \(\d+ windows of 32\): {summary['val_loss_whole_split']:.4f}",
+    assert re.search(rf"whole validation split \([\d,]+ tokens, in windows of 32\): {summary['val_loss_whole_split']:.4f}",
                      stdout)
     assert "iter_losses" not in summary and summary["tokens_per_second"] > 0
 
@@ -344,3 +344,30 @@ def test_resuming_on_other_data_or_from_a_damaged_state_stops_with_one_line(tmp_
     state_file.write_bytes(intact)
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(same_text) == 0, "the intact state still resumes"
+
+
+def test_generate_does_not_print_pytorchs_own_deprecation_warnings_as_notes(trained, capsys, monkeypatch):
+    import warnings
+
+    from transformer_core import generation
+
+    _, checkpoint = trained
+    real_generate = generation.generate
+
+    def generate_like_inductor(*args, **kwargs):
+        """torch.compile's inductor backend runs PyTorch's own `torch.jit.script_method` deprecation
+        warning 14 times on a CPU; defining a ScriptModule runs the same one."""
+        for _ in range(3):
+            class Scripted(torch.jit.ScriptModule):
+                @torch.jit.script_method
+                def forward(self, x):
+                    return x
+        warnings.warn("a note of the library's own", UserWarning)
+        return real_generate(*args, **kwargs)
+
+    monkeypatch.setattr(generation, "generate", generate_like_inductor)
+    assert main(["generate", "--checkpoint", str(checkpoint), "--prompt", "The ", "--max-new-tokens", "4",
+                 "--device", "cpu", "--temperature", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("The ")
+    assert err.strip() == "note: a note of the library's own", err

@@ -175,7 +175,7 @@ def test_sequential_batches_cover_every_token_once_and_evaluate_split_weights_by
         def forward(self, x, y):
             return None, y.float().mean()
 
-    assert train.evaluate_split(Constant(), ids, 5, batch_size=3) == pytest.approx(10.5)
+    assert train.evaluate_split(Constant(), ids, 5, batch_size=3) == pytest.approx(11.5)  # 1 .. 22, the tail too
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.2])
@@ -277,3 +277,71 @@ def test_max_iters_sets_no_memory_aside_and_the_seed_is_checked():
     for seed in (-1, 2**63, 1.5, True):
         with pytest.raises(ValueError, match=r"seed must be an integer from 0 to 2\*\*63 - 1"):
             train.PRESETS["tiny"].replace(seed=seed)
+
+
+# --- bugs of issue 32, item 6 -----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+def test_load_checkpoint_keeps_the_checkpoints_dtype(tmp_path, dtype):
+    """Every model used to come back float32, whatever the checkpoint held."""
+    seed_everything(0)
+    model = train.build_model(train.PRESETS["tiny"], vocab_size=11).to(dtype).eval()
+    path = train.save_checkpoint(tmp_path / "ckpt.pt", model)
+    loaded = train.load_checkpoint(path).model
+    assert {p.dtype for p in loaded.parameters()} == {dtype}
+    idx = torch.randint(11, (1, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(model(idx)[0], loaded(idx)[0])
+
+
+def test_lr_decay_iters_zero_means_zero_not_max_iters():
+    """`lr_decay_iters or max_iters` turned 0 into max_iters: with 0 the rate is min_lr from the first step."""
+    config = train.PRESETS["tiny"].replace(block_size=12, batch_size=4, max_iters=6, eval_interval=3,
+                                           eval_iters=1, warmup_iters=0, lr_decay_iters=0)
+    seed_everything(0)
+    model = train.build_model(config, vocab_size=9)
+    result = train.train(model, _reverse_batches(), _reverse_batches(), config, device="cpu", progress=False)
+    assert result.history["lr"] == [config.min_lr] * len(result.history["lr"])
+
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("warmup_iters", -5, "an integer >= 0"),
+    ("warmup_iters", 2.5, "an integer >= 0"),
+    ("lr_decay_iters", -1, r"None \(= max_iters\) or an integer >= 0"),
+    ("min_lr", 2e-3, r"0 <= min_lr <= learning_rate"),
+])
+def test_train_config_refuses_bad_schedule_fields_naming_them(field, value, allowed):
+    with pytest.raises(ValueError, match=rf"TrainConfig\.{field} .*{allowed}"):
+        train.TrainConfig(**{field: value})
+
+
+def test_lr_at_refuses_min_lr_above_max_lr():
+    with pytest.raises(ValueError, match=r"lr_at: min_lr=0\.5 .*max_lr=0\.1.*0 <= min_lr <= max_lr"):
+        train.lr_at(3, max_lr=0.1, min_lr=0.5, warmup_steps=1, total_steps=10)
+
+
+def test_the_module_docstring_example_runs():
+    """It imported `data` from transformer_core; the data helpers live in course_runtime."""
+    import doctest
+
+    finder = doctest.DocTestFinder(exclude_empty=False)
+    [test] = [t for t in finder.find(train, "transformer_core.train") if t.name == "transformer_core.train"]
+    assert "from course_runtime import data" in test.docstring
+    result = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS).run(test, out=lambda text: None)
+    assert result.failed == 0 and result.attempted >= 5
+
+
+def test_evaluate_split_covers_every_token_once_when_the_split_is_not_a_multiple_of_block_size():
+    """It used to leave out the tail that does not fill a window (up to block_size - 1 tokens)."""
+    class MeanTarget(torch.nn.Module):  # loss = mean target id, so the weighting is checkable by hand
+        def __init__(self):
+            super().__init__()
+            self.anchor = torch.nn.Parameter(torch.zeros(()))
+
+        def forward(self, x, y):
+            assert x.shape == y.shape and x.shape[1] <= 5
+            return None, y.float().mean()
+
+    ids = torch.arange(23)                   # 22 targets: four windows of 5 and a last one of 2
+    assert train.evaluate_split(MeanTarget(), ids, 5, batch_size=3) == pytest.approx(11.5)  # mean of 1 .. 22
+    assert train.evaluate_split(MeanTarget(), torch.arange(21), 5) == pytest.approx(10.5)   # no tail

@@ -251,7 +251,7 @@ def _train_in_process(parser: argparse.ArgumentParser, args: argparse.Namespace,
     print(f"{result.wall_time_s:.1f} s, {result.tokens_per_second:,.0f} tokens/s ({result.dtype}){mfu}")
     whole_split = evaluate_split(model, val_ids, config.block_size,
                                  amp_dtype=resolve_amp_dtype(config, device))
-    print(f"val loss on the whole validation split ({(len(val_ids) - 1) // config.block_size:,} windows "
+    print(f"val loss on the whole validation split ({len(val_ids) - 1:,} tokens, in windows "
           f"of {config.block_size}): {whole_split:.4f}")
     if not distributed.current().is_main:
         return 0

@@ -15,7 +15,8 @@ matter:
 * a tqdm progress bar, tokens/s and model FLOPs utilisation (MFU) against the device's peak.
 
 Example:
-    >>> from transformer_core import data, train
+    >>> from course_runtime import data
+    >>> from transformer_core import train
     >>> text = data.offline_corpus()
     >>> tok = data.CharTokenizer.from_text(text)
     >>> train_ids, val_ids = data.train_val_split(tok.encode(text, as_tensor=True))
@@ -146,8 +147,16 @@ class TrainConfig:
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"TrainConfig.dropout must be in [0, 1), got {self.dropout}")
         if not 0 <= self.min_lr <= self.learning_rate:
-            raise ValueError(f"TrainConfig: need 0 <= min_lr <= learning_rate, got min_lr={self.min_lr}, "
+            raise ValueError(f"TrainConfig.min_lr must satisfy 0 <= min_lr <= learning_rate (the cosine decays "
+                             f"from learning_rate down to min_lr), got min_lr={self.min_lr}, "
                              f"learning_rate={self.learning_rate}")
+        if isinstance(self.warmup_iters, bool) or not isinstance(self.warmup_iters, int) or self.warmup_iters < 0:
+            raise ValueError(f"TrainConfig.warmup_iters must be an integer >= 0 (0 = no warm-up), "
+                             f"got {self.warmup_iters!r}")
+        if self.lr_decay_iters is not None and (isinstance(self.lr_decay_iters, bool)
+                                                or not isinstance(self.lr_decay_iters, int) or self.lr_decay_iters < 0):
+            raise ValueError(f"TrainConfig.lr_decay_iters must be None (= max_iters) or an integer >= 0 (the step "
+                             f"where the decay reaches min_lr), got {self.lr_decay_iters!r}")
         if self.dtype not in ("auto", "float32", "bfloat16", "float16"):
             raise ValueError(f"TrainConfig.dtype must be 'auto', 'float32', 'bfloat16' or 'float16', "
                              f"got {self.dtype!r}")
@@ -218,6 +227,9 @@ def lr_at(step: int, *, max_lr: float, min_lr: float, warmup_steps: int, total_s
     if warmup_steps < 0 or total_steps < warmup_steps:
         raise ValueError(f"lr_at: need 0 <= warmup_steps <= total_steps, got warmup_steps={warmup_steps}, "
                          f"total_steps={total_steps}")
+    if not 0 <= min_lr <= max_lr:
+        raise ValueError(f"lr_at: min_lr={min_lr} and max_lr={max_lr} must satisfy 0 <= min_lr <= max_lr (the "
+                         f"cosine decays from max_lr down to min_lr)")
     if step < warmup_steps:
         return max_lr * (step + 1) / warmup_steps
     if step >= total_steps:
@@ -393,10 +405,11 @@ def evaluate(model: torch.nn.Module, batches: list[tuple[torch.Tensor, torch.Ten
 
 def sequential_batches(ids: torch.Tensor, block_size: int, batch_size: int = 64, *,
                        device: str | torch.device = "cpu") -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Cut a whole token stream into non-overlapping windows, so that every token is predicted once.
+    """Cut a whole token stream into non-overlapping full windows, each token predicted at most once.
 
-    ``evaluate(model, sequential_batches(val_ids, T))`` is the loss on the entire split, free of
-    the sampling noise of a few random batches. Tokens near the start of a window see little
+    ``evaluate(model, sequential_batches(val_ids, T))`` is the loss on the split (all of it but a
+    tail shorter than a window, which :func:`evaluate_split` adds), free of the sampling noise of a
+    few random batches. Tokens near the start of a window see little
     context, as in training and in the loop's random windows, so the two measure the same thing;
     a sliding evaluation that gives every token a full context would read slightly lower.
 
@@ -422,15 +435,25 @@ def sequential_batches(ids: torch.Tensor, block_size: int, batch_size: int = 64,
 @torch.no_grad()
 def evaluate_split(model: torch.nn.Module, ids: torch.Tensor, block_size: int, *, batch_size: int = 64,
                    amp_dtype: torch.dtype | None = None) -> float:
-    """Mean next-token loss over a whole split, every token once (:func:`evaluate` of
-    :func:`sequential_batches`).
+    """Mean next-token loss over a whole split, every token once: the ``N - 1`` targets of ``ids``.
+
+    The windows of :func:`sequential_batches` (:func:`evaluate` of them), then one last, shorter
+    window over the tail they leave out (``(N - 1) % block_size`` targets), each token weighted
+    equally.
 
     Shapes:
-        ids ``(N,)``; the model is evaluated where its parameters live.
+        ids ``(N,)`` with ``N > block_size``; the model is evaluated where its parameters live.
     """
     device = next(model.parameters()).device
-    return evaluate(model, sequential_batches(ids.long(), block_size, batch_size, device=device),
-                    amp_dtype=amp_dtype)
+    ids = ids.long()
+    loss = evaluate(model, sequential_batches(ids, block_size, batch_size, device=device), amp_dtype=amp_dtype)
+    n_full = (len(ids) - 1) // block_size * block_size           # targets in the full windows
+    n_tail = len(ids) - 1 - n_full
+    if n_tail == 0:
+        return loss
+    tail = ids[n_full:]                                          # n_tail + 1 ids: n_tail inputs and targets
+    tail_loss = evaluate(model, [(tail[:-1][None].to(device), tail[1:][None].to(device))], amp_dtype=amp_dtype)
+    return (loss * n_full + tail_loss * n_tail) / (n_full + n_tail)
 
 
 def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: torch.Tensor | BatchFn,
@@ -495,7 +518,7 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     eval_gen = torch.Generator().manual_seed(config.seed + 1)
     eval_batches = {"train": [next_train(eval_gen) for _ in range(config.eval_iters)],
                     "val": [next_val(eval_gen) for _ in range(config.eval_iters)]}
-    decay_steps = config.lr_decay_iters or config.max_iters
+    decay_steps = config.max_iters if config.lr_decay_iters is None else config.lr_decay_iters
     warmup = min(config.warmup_iters, decay_steps)
     model_config = getattr(model, "config", None)
     fpt = (float(complexity.flops_per_token(model_config, config.block_size, training=True))
@@ -843,6 +866,10 @@ def load_checkpoint(path: str | os.PathLike, *, device: str | torch.device = "cp
                          f"transformer_core.models does not define")
     model_config = models.TransformerConfig(**state["model_config"])
     model = model_class(model_config)
+    weights = state["model"] if isinstance(state["model"], dict) else {}
+    dtypes = {t.dtype for t in weights.values() if isinstance(t, torch.Tensor) and t.is_floating_point()}
+    if len(dtypes) == 1:    # rebuild in the checkpoint's dtype (float64, bf16, fp16), not float32; mixed: as saved
+        model.to(dtypes.pop())
     model.load_state_dict(state["model"])
     model.to(device).eval()
     train_config = TrainConfig(**state["train_config"]) if state["train_config"] else None
