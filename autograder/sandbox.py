@@ -193,18 +193,24 @@ def isolation_off_reason() -> str | None:
 
 
 def isolation_warnings() -> list[str]:
-    """What the sandbox cannot enforce on this machine, one sentence each; empty with full isolation."""
-    if can_isolate():
-        return []
-    why = isolation_off_reason() or "Linux namespaces or pivot_root are not available"
-    warnings = [
-        f"full isolation is off because {why}: learner code can read any file this user can read "
-        "(including solutions/, the submissions and the output folder) and can reach the network",
-        "the process limit is not enforced per kernel (it would count all of this user's processes)",
-        "background processes a learner starts are not stopped after each cell",
-    ]
+    """What the sandbox cannot enforce on this machine, one sentence each; empty with full isolation
+    and a writable memory cgroup (:func:`cgroup_parent`)."""
+    warnings = []
+    if not can_isolate():
+        why = isolation_off_reason() or "Linux namespaces or pivot_root are not available"
+        warnings += [
+            f"full isolation is off because {why}: learner code can read any file this user can read "
+            "(including solutions/, the submissions and the output folder) and can reach the network",
+            "the process limit is not enforced per kernel (it would count all of this user's processes)",
+            "background processes a learner starts are not stopped after each cell",
+        ]
     if sys.platform != "linux":
         warnings.append("the memory limit (RLIMIT_AS) may not be enforced by this operating system")
+    elif cgroup_parent() is None:
+        warnings.append("no memory cgroup is writable here, so the memory limit is per process, not per kernel: "
+                        "a kernel that starts worker processes (e.g. a DataLoader's) can use the limit once per "
+                        "process (run the grader where /sys/fs/cgroup is writable, e.g. as root in a container, "
+                        "or in a cgroup v2 slice that delegates the memory controller)")
     return warnings
 
 

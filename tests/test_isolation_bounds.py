@@ -80,6 +80,17 @@ def test_every_skipped_zip_entry_gets_a_row_that_says_why(tmp_path):
     assert not (tmp_path / "escape.ipynb").exists()
 
 
+def test_the_grader_warns_when_the_memory_limit_cannot_cover_a_whole_kernel(monkeypatch):
+    from autograder import sandbox
+
+    monkeypatch.setattr(sandbox, "can_isolate", lambda: True)
+    monkeypatch.setattr(sandbox, "cgroup_parent", lambda: ("/sys/fs/cgroup/grader", 2))
+    assert sandbox.isolation_warnings() == []
+    monkeypatch.setattr(sandbox, "cgroup_parent", lambda: None)
+    warnings = sandbox.isolation_warnings()
+    assert len(warnings) == 1 and "the memory limit is per process, not per kernel" in warnings[0]
+
+
 def _channel_pair(limits):
     """A kernel-side PUSH socket and the grader's counted channel reading it, over one Unix socket."""
     import tempfile
