@@ -318,6 +318,10 @@ def _generate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         with torch.no_grad(), warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
+            # PyTorch's own deprecation warnings (torch.compile's inductor raises 14 about torch.jit on a
+            # CPU) are about PyTorch's internals, not about this command: they are not the learner's notes.
+            for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+                warnings.filterwarnings("ignore", category=category, module=r"torch(\.|$)")
             out = generate(checkpoint.model, idx, args.max_new_tokens, do_sample=not greedy,
                            temperature=1.0 if greedy else args.temperature, top_k=args.top_k, top_p=args.top_p,
                            use_cache=not args.no_cache, generator=generator, compile=args.compile)
