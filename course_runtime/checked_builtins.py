@@ -61,7 +61,9 @@ def _refusal(obj: object, name: object, writing: bool) -> str | None:
         return f"`{name}` reaches Python's internals; graded code may not"
     if name in INTERNAL_ATTRIBUTES:
         return f"`.{name}` reaches below the public API; use public tensor operations"
-    if isinstance(obj, types.ModuleType) and (name.startswith("_") or not module_allowed(obj.__name__)):
+    if isinstance(obj, types.ModuleType) and not module_allowed(obj.__name__):
+        return f"the module `{obj.__name__}` is not one graded code may use"
+    if isinstance(obj, types.ModuleType) and name.startswith("_"):
         return f"`{name}` is private to the module `{obj.__name__}`"
     if name.startswith("_") and not _is_learners(obj):
         return f"`{name}` is private to `{type(obj).__name__}`; use its public attributes"

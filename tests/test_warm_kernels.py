@@ -113,7 +113,7 @@ def _sandbox_facts() -> str:
             "argv": sys.argv[:-1], "path": sys.path, "cwd": os.getcwd(), "uid": os.getuid(), "pid": os.getpid(),
             "environment": {k: v.replace(os.environ.get("JUPYTER_RUNTIME_DIR", "?"), "<shared>")
                                  .replace(home, "<home>") for k, v in os.environ.items()},
-            "limits": {name: resource.getrlimit(getattr(resource, name)) for name in
+            "limits": {name: resource.getrlimit(vars(resource)[name]) for name in
                        ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_CPU", "RLIMIT_CORE", "RLIMIT_NOFILE", "RLIMIT_NPROC")},
             "no_new_privs": status.get("NoNewPrivs", "").strip(),
             "capabilities": status.get("CapEff", "").strip(),
