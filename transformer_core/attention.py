@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cache import LayerKVCache
-from .positions import apply_rope
+from .positions import ROPE_PAIRINGS, apply_rope
 
 __all__ = [
     "scaled_dot_product_attention",
@@ -267,6 +267,10 @@ class MultiHeadAttention(nn.Module):
         n_kv_heads: number of key/value heads (default ``n_heads``); must divide ``n_heads``.
         dropout: dropout probability on the attention weights (training only).
         bias: whether the four projections have biases.
+        rope_base: the RoPE frequency base ``theta`` used when ``rope_positions`` are given.
+        rope_pairing: which features RoPE rotates together, ``"interleaved"`` (``x[2i], x[2i+1]``)
+            or ``"half"`` (``x[i], x[i + head_dim/2]``, Hugging Face's Llama); see
+            :func:`~transformer_core.positions.apply_rope`.
 
     Shapes:
         ``forward(x, context=None, *, mask=None, bias=None, rope_positions=None, cache=None,
@@ -296,7 +300,8 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, *, n_kv_heads: int | None = None,
-                 dropout: float = 0.0, bias: bool = True):
+                 dropout: float = 0.0, bias: bool = True, rope_base: float = 10000.0,
+                 rope_pairing: str = "interleaved"):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if d_model < 1 or n_heads < 1 or n_kv_heads < 1:
@@ -313,6 +318,12 @@ class MultiHeadAttention(nn.Module):
                              "of query heads.")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}.")
+        if rope_pairing not in ROPE_PAIRINGS:
+            raise ValueError(f"rope_pairing must be one of {ROPE_PAIRINGS}, got {rope_pairing!r}.")
+        if not rope_base > 0:
+            raise ValueError(f"rope_base must be positive, got {rope_base}.")
+        self.rope_base = float(rope_base)
+        self.rope_pairing = rope_pairing
         self.d_model = d_model
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads
@@ -367,8 +378,8 @@ class MultiHeadAttention(nn.Module):
         if is_self_attention:
             k, v = self._project_kv(x)                                      # (B, Hkv, Tq, hd)
             if rope_positions is not None:
-                q = apply_rope(q, rope_positions)
-                k = apply_rope(k, rope_positions)
+                q = apply_rope(q, rope_positions, self.rope_base, pairing=self.rope_pairing)
+                k = apply_rope(k, rope_positions, self.rope_base, pairing=self.rope_pairing)
             if cache is not None:
                 k, v = cache.append(k, v)                                   # (B, Hkv, Tcache, hd)
         else:

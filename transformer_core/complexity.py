@@ -103,13 +103,15 @@ def attention_parameters(d_model: int, n_heads: int, n_kv_heads: int | None = No
     return weights + biases
 
 
-def ffn_parameters(d_model: int, d_ff: int, *, bias: bool = True) -> int:
-    """Parameters of one :class:`~transformer_core.layers.FeedForward`: ``2 d d_ff`` + biases ``d_ff + d``.
+def ffn_parameters(d_model: int, d_ff: int, *, bias: bool = True, gated: bool = False) -> int:
+    """Parameters of one :class:`~transformer_core.layers.FeedForward`: ``2 d d_ff`` + biases ``d_ff + d``;
+    gated (SwiGLU), ``3 d d_ff`` + biases ``2 d_ff + d``.
 
     Args:
         d_model: model width ``d``.
         d_ff: hidden width.
-        bias: whether ``up_proj`` and ``down_proj`` have biases.
+        bias: whether the linear layers have biases.
+        gated: with ``gate_proj`` (a gated FFN such as SwiGLU).
 
     Returns:
         The parameter count.
@@ -119,6 +121,8 @@ def ffn_parameters(d_model: int, d_ff: int, *, bias: bool = True) -> int:
         2099712
     """
     d_model, d_ff = _positive_int(d_model, "d_model"), _positive_int(d_ff, "d_ff")
+    if gated:
+        return 3 * d_model * d_ff + ((2 * d_ff + d_model) if bias else 0)
     return 2 * d_model * d_ff + ((d_ff + d_model) if bias else 0)
 
 
@@ -184,8 +188,9 @@ def parameter_counts(config, architecture: str = "decoder_only", *,
                          f"{config.src_vocab_size} and {config.vocab_size})")
     d = config.d_model
     attention = attention_parameters(d, config.n_heads, config.n_kv_heads, bias=config.bias)
-    ffn = ffn_parameters(d, config.d_ff, bias=config.bias)
-    norm = layer_norm_parameters(d, bias=config.bias)
+    ffn = ffn_parameters(d, config.d_ff, bias=config.bias, gated=getattr(config, "gated_ffn", False))
+    # An RMSNorm has a gain and never a bias.
+    norm = layer_norm_parameters(d, bias=config.bias and getattr(config, "norm", "layernorm") == "layernorm")
     position_table = config.max_len * d if config.position == "learned" else 0
     relative_table = config.relative_num_buckets * config.n_heads if config.position == "t5" else 0
     embedding_norm = norm if config.embedding_norm else 0
@@ -302,7 +307,8 @@ def flops_per_token(config, context_len: int | None = None, *, training: bool = 
     d, n_layers = config.d_model, config.n_layers
     context_len = config.max_len if context_len is None else _positive_int(context_len, "context_len")
     kv_width = config.n_kv_heads * config.head_dim
-    per_layer = 2 * d * d + 2 * d * kv_width + 2 * d * config.d_ff
+    ffn_matrices = 3 if getattr(config, "gated_ffn", False) else 2          # SwiGLU has a gate matrix
+    per_layer = 2 * d * d + 2 * d * kv_width + ffn_matrices * d * config.d_ff
     n_matmul = n_layers * per_layer + config.vocab_size * d
     forward = 2 * n_matmul + 4 * n_layers * context_len * d
     return 3 * forward if training else forward

@@ -23,9 +23,11 @@ from torch import nn
 from .attention import MultiHeadAttention
 from .cache import LayerKVCache
 
-__all__ = ["LayerNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "ACTIVATIONS", "get_activation"]
+__all__ = ["LayerNorm", "RMSNorm", "make_norm", "FeedForward", "EncoderLayer", "DecoderLayer",
+           "ACTIVATIONS", "NORMS", "get_activation"]
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+NORMS = ("layernorm", "rmsnorm")
 
 
 class LayerNorm(nn.Module):
@@ -75,6 +77,57 @@ class LayerNorm(nn.Module):
                 f"bias={self.bias is not None}")
 
 
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation (Zhang and Sennrich 2019), the norm of Llama-style models.
+
+    ``y = x / sqrt(mean(x^2) + eps) * weight``: LayerNorm without subtracting the mean and without
+    a bias. It keeps LayerNorm's effect that matters for training (every token's features are
+    rescaled to a fixed size, so the residual stream cannot blow up) at a lower cost: one
+    reduction instead of two. The gain ``weight`` (init 1) is applied after the normalisation,
+    in the input's dtype; the statistics are computed in float32, as Hugging Face's
+    ``LlamaRMSNorm`` does, so half-precision inputs do not overflow in ``x^2``.
+
+    Args:
+        d_model: size of the normalised (last) dimension.
+        eps: added to the mean square inside the square root (1e-5 in SmolLM2, 1e-6 in Llama 2).
+
+    Shapes:
+        ``(..., d_model)`` -> ``(..., d_model)``.
+
+    Example:
+        >>> y = RMSNorm(4)(torch.tensor([[1.0, -1.0, 1.0, -1.0]]) * 3)
+        >>> torch.allclose(y, torch.tensor([[1.0, -1.0, 1.0, -1.0]]), atol=1e-5)
+        True
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5):
+        super().__init__()
+        self.d_model = d_model
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"RMSNorm expected last dimension {self.d_model}, got "
+                             f"{x.shape[-1]} (input shape {tuple(x.shape)}).")
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}"
+
+
+def make_norm(kind: str, d_model: int, eps: float = 1e-5, bias: bool = True) -> nn.Module:
+    """The normalisation layer called ``kind``: ``"layernorm"`` (:class:`LayerNorm`, with a bias
+    when ``bias``) or ``"rmsnorm"`` (:class:`RMSNorm`, which never has one)."""
+    if kind == "layernorm":
+        return LayerNorm(d_model, eps=eps, bias=bias)
+    if kind == "rmsnorm":
+        return RMSNorm(d_model, eps=eps)
+    raise ValueError(f"norm must be one of {NORMS}, got {kind!r}.")
+
+
 def get_activation(name: str):
     """The activation function called ``name``: ``"relu"``, ``"gelu"`` (exact) or ``"gelu_tanh"``.
 
@@ -90,23 +143,36 @@ def get_activation(name: str):
         return F.gelu
     if name == "gelu_tanh":
         return functools.partial(F.gelu, approximate="tanh")
+    if name == "silu":
+        return F.silu
     raise ValueError(f"unknown activation {name!r}; choose one of {ACTIVATIONS} ('gelu' is the "
-                     "exact erf form used by BERT, 'gelu_tanh' the approximation used by GPT-2).")
+                     "exact erf form used by BERT, 'gelu_tanh' the approximation used by GPT-2, "
+                     "'silu' = x * sigmoid(x), the gate of SwiGLU in Llama-style models).")
 
 
 class FeedForward(nn.Module):
-    """The position-wise feed-forward network: ``down_proj(dropout(act(up_proj(x))))``.
+    """The position-wise feed-forward network: ``down_proj(dropout(act(up_proj(x))))``, or with
+    ``gated=True`` the gated linear unit ``down_proj(dropout(act(gate_proj(x)) * up_proj(x)))``.
 
-    The same two-layer MLP is applied to every token independently; it usually widens to
+    The same MLP is applied to every token independently; it usually widens to
     ``d_ff = 4 * d_model`` and back. Attention only averages values; this is where each token's
     features are transformed non-linearly.
+
+    The gated form with ``activation="silu"`` is SwiGLU (Shazeer 2020), the MLP of Llama-style
+    models: one projection ``gate_proj`` decides, through SiLU, how much of each hidden feature of
+    the other, ``up_proj``, passes. It has three ``d_model x d_ff`` matrices instead of two, so a
+    parameter-matched SwiGLU uses ``d_ff`` about ``2/3`` of the plain MLP's (``8/3 d_model``
+    instead of ``4 d_model``).
 
     Args:
         d_model: model width.
         d_ff: hidden width.
-        activation: ``"relu"`` (2017 paper), ``"gelu"`` (exact, BERT) or ``"gelu_tanh"`` (GPT-2).
+        activation: ``"relu"`` (2017 paper), ``"gelu"`` (exact, BERT), ``"gelu_tanh"`` (GPT-2) or
+            ``"silu"`` (the gate of SwiGLU).
         dropout: dropout after the activation (training only).
-        bias: whether the two linear layers have biases.
+        bias: whether the linear layers have biases.
+        gated: add ``gate_proj`` and multiply (a GLU variant: SwiGLU with ``"silu"``, GEGLU with
+            ``"gelu"``).
 
     Shapes:
         ``(B, T, d_model)`` -> ``(B, T, d_model)``.
@@ -117,17 +183,21 @@ class FeedForward(nn.Module):
     """
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.0,
-                 bias: bool = True):
+                 bias: bool = True, gated: bool = False):
         super().__init__()
         self.d_model = d_model
         self.d_ff = d_ff
         self.activation_name = activation
         self.activation = get_activation(activation)
+        self.gated = gated
+        self.gate_proj = nn.Linear(d_model, d_ff, bias=bias) if gated else None
         self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate_proj is not None:
+            return self.down_proj(self.dropout(self.activation(self.gate_proj(x)) * self.up_proj(x)))
         return self.down_proj(self.dropout(self.activation(self.up_proj(x))))
 
 
@@ -144,6 +214,10 @@ class EncoderLayer(nn.Module):
         layer_norm_eps: epsilon of both LayerNorms.
         bias: biases in the linear layers and the LayerNorms.
         n_kv_heads: key/value heads for grouped-query attention (default ``n_heads``).
+        norm: ``"layernorm"`` or ``"rmsnorm"`` (:class:`RMSNorm`) for both norms.
+        gated_ffn: a gated feed-forward network (SwiGLU with ``activation="silu"``).
+        rope_base: RoPE's frequency base ``theta`` (used when ``rope_positions`` are given).
+        rope_pairing: RoPE's pairing convention, ``"interleaved"`` or ``"half"``.
 
     Sub-modules: ``self_attn``, ``self_attn_norm``, ``ffn``, ``ffn_norm``, ``dropout``.
 
@@ -162,14 +236,17 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, *, dropout: float = 0.0,
                  activation: str = "relu", norm_first: bool = False, layer_norm_eps: float = 1e-5,
-                 bias: bool = True, n_kv_heads: int | None = None):
+                 bias: bool = True, n_kv_heads: int | None = None, norm: str = "layernorm",
+                 gated_ffn: bool = False, rope_base: float = 10000.0,
+                 rope_pairing: str = "interleaved"):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads,
-                                            dropout=dropout, bias=bias)
-        self.self_attn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias)
-        self.ffn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+                                            dropout=dropout, bias=bias, rope_base=rope_base,
+                                            rope_pairing=rope_pairing)
+        self.self_attn_norm = make_norm(norm, d_model, layer_norm_eps, bias)
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias, gated=gated_ffn)
+        self.ffn_norm = make_norm(norm, d_model, layer_norm_eps, bias)
         self.dropout = nn.Dropout(dropout)
         self.self_attn_weights: torch.Tensor | None = None
 
@@ -209,6 +286,11 @@ class DecoderLayer(nn.Module):
         bias: biases in the linear layers and the LayerNorms.
         cross_attention: whether the block has the cross-attention sub-layer.
         n_kv_heads: key/value heads for grouped-query attention (default ``n_heads``).
+        norm: ``"layernorm"`` or ``"rmsnorm"`` (:class:`RMSNorm`) for every norm of the block.
+        gated_ffn: a gated feed-forward network (SwiGLU with ``activation="silu"``).
+        rope_base: RoPE's frequency base ``theta`` in self-attention (used when ``rope_positions``
+            are given).
+        rope_pairing: RoPE's pairing convention, ``"interleaved"`` or ``"half"``.
 
     Sub-modules: ``self_attn``, ``self_attn_norm``, ``cross_attn`` and ``cross_attn_norm`` (None
     without cross-attention), ``ffn``, ``ffn_norm``, ``dropout``.
@@ -237,21 +319,24 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, *, dropout: float = 0.0,
                  activation: str = "relu", norm_first: bool = False, layer_norm_eps: float = 1e-5,
-                 bias: bool = True, cross_attention: bool = True, n_kv_heads: int | None = None):
+                 bias: bool = True, cross_attention: bool = True, n_kv_heads: int | None = None,
+                 norm: str = "layernorm", gated_ffn: bool = False, rope_base: float = 10000.0,
+                 rope_pairing: str = "interleaved"):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads,
-                                            dropout=dropout, bias=bias)
-        self.self_attn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+                                            dropout=dropout, bias=bias, rope_base=rope_base,
+                                            rope_pairing=rope_pairing)
+        self.self_attn_norm = make_norm(norm, d_model, layer_norm_eps, bias)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads,
                                                  dropout=dropout, bias=bias)
-            self.cross_attn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+            self.cross_attn_norm = make_norm(norm, d_model, layer_norm_eps, bias)
         else:
             self.cross_attn = None
             self.cross_attn_norm = None
-        self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias)
-        self.ffn_norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout, bias, gated=gated_ffn)
+        self.ffn_norm = make_norm(norm, d_model, layer_norm_eps, bias)
         self.dropout = nn.Dropout(dropout)
         self.self_attn_weights: torch.Tensor | None = None
         self.cross_attn_weights: torch.Tensor | None = None

@@ -14,6 +14,13 @@ Every size and switch lives in :class:`TransformerConfig`. Position schemes: ``"
 of the self-attention; ``"rope"`` rotates queries and keys; ``"none"`` leaves the model
 permutation-equivariant. GPT-2 and BERT are presets (:meth:`TransformerConfig.gpt2`,
 :meth:`TransformerConfig.bert`), so their checkpoints map onto these modules one to one.
+
+The modern (Llama-style) decoder is the same :class:`DecoderOnlyLM` with four switches of the same
+config, preset in :meth:`TransformerConfig.llama`: ``norm="rmsnorm"`` (RMSNorm instead of
+LayerNorm), ``gated_ffn=True`` with ``activation="silu"`` (the SwiGLU MLP), ``position="rope"``
+with ``rope_theta`` and ``rope_pairing`` (RoPE inside every self-attention), and
+``n_kv_heads < n_heads`` (grouped-query attention, whose KV cache holds only the ``n_kv_heads``
+key/value heads); ``bias=False`` and ``tie_weights`` as in SmolLM2.
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ from torch import nn
 from .attention import causal_mask
 from .cache import KVCache, StaticKVCache
 from .cache import is_compiling as _compiling
-from .layers import ACTIVATIONS, DecoderLayer, EncoderLayer, LayerNorm, get_activation
-from .positions import (LearnedPositionalEmbedding, RelativePositionBias,
+from .layers import (ACTIVATIONS, NORMS, DecoderLayer, EncoderLayer, LayerNorm, RMSNorm,
+                     get_activation, make_norm)
+from .positions import (ROPE_PAIRINGS, LearnedPositionalEmbedding, RelativePositionBias,
                         SinusoidalPositionalEncoding, alibi_bias)
 
 __all__ = [
@@ -61,7 +69,8 @@ class TransformerConfig:
         d_ff: feed-forward width (default ``4 * d_model``).
         max_len: longest sequence (size of the learned/sinusoidal tables; default KV-cache size).
         dropout: dropout probability everywhere (embeddings, attention weights, sub-layer outputs).
-        activation: ``"relu"``, ``"gelu"`` (exact) or ``"gelu_tanh"`` (GPT-2's approximation).
+        activation: ``"relu"``, ``"gelu"`` (exact), ``"gelu_tanh"`` (GPT-2's approximation) or
+            ``"silu"`` (with ``gated_ffn``: SwiGLU).
         norm_first: Pre-LN (True) or Post-LN (False).
         position: one of ``"sinusoidal"``, ``"learned"``, ``"rope"``, ``"alibi"``, ``"t5"``, ``"none"``.
         tie_weights: share the output head's weight with the (target) token embedding.
@@ -78,6 +87,16 @@ class TransformerConfig:
         scale_embeddings: multiply token embeddings by ``sqrt(d_model)`` (the 2017 paper).
         relative_num_buckets: buckets of the T5 relative bias (``position="t5"``).
         relative_max_distance: where T5's logarithmic buckets end.
+        norm: ``"layernorm"`` (every norm a :class:`~transformer_core.layers.LayerNorm`) or
+            ``"rmsnorm"`` (:class:`~transformer_core.layers.RMSNorm`, Llama); ``layer_norm_eps`` is
+            its epsilon either way.
+        gated_ffn: gated feed-forward networks, ``down(act(gate(x)) * up(x))``: SwiGLU with
+            ``activation="silu"`` (Llama), three ``d_model x d_ff`` matrices instead of two.
+        rope_theta: RoPE's frequency base (``position="rope"``): 10000 in RoFormer, 100000 in
+            SmolLM2-135M, 500000 in Llama 3.
+        rope_pairing: which features RoPE rotates together: ``"interleaved"`` (``x[2i], x[2i+1]``,
+            RoFormer) or ``"half"`` (``x[i], x[i + head_dim/2]``, Hugging Face's Llama); see
+            :func:`~transformer_core.positions.apply_rope`.
 
     Example:
         >>> config = TransformerConfig(vocab_size=65, d_model=128, n_heads=4, n_layers=4, max_len=64)
@@ -108,6 +127,10 @@ class TransformerConfig:
     scale_embeddings: bool = False
     relative_num_buckets: int = 32
     relative_max_distance: int = 128
+    norm: str = "layernorm"
+    gated_ffn: bool = False
+    rope_theta: float = 10000.0
+    rope_pairing: str = "interleaved"
 
     def __post_init__(self):
         if self.d_ff is None:
@@ -160,6 +183,18 @@ class TransformerConfig:
                              f"embeddings), got {self.n_segments!r}.")
         if self.layer_norm_eps <= 0:
             raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps}.")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}.")
+        if not isinstance(self.gated_ffn, bool):
+            raise ValueError(f"gated_ffn must be True or False, got {self.gated_ffn!r}.")
+        if isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float)) \
+                or not self.rope_theta > 0:
+            raise ValueError(f"rope_theta (RoPE's frequency base) must be a positive number, got "
+                             f"{self.rope_theta!r}.")
+        if self.rope_pairing not in ROPE_PAIRINGS:
+            raise ValueError(f"rope_pairing must be one of {ROPE_PAIRINGS} ('interleaved': RoFormer's "
+                             f"pairs (x[2i], x[2i+1]); 'half': Hugging Face Llama's (x[i], x[i + d/2])), "
+                             f"got {self.rope_pairing!r}.")
 
     @classmethod
     def gpt2(cls, **overrides) -> "TransformerConfig":
@@ -171,6 +206,34 @@ class TransformerConfig:
         fields = dict(vocab_size=50257, d_model=768, n_heads=12, n_layers=12, max_len=1024,
                       dropout=0.1, activation="gelu_tanh", norm_first=True, position="learned",
                       tie_weights=True, final_norm=True, layer_norm_eps=1e-5, bias=True)
+        fields.update(overrides)
+        return cls(**fields)
+
+    @classmethod
+    def llama(cls, **overrides) -> "TransformerConfig":
+        """A Llama-style decoder, with the sizes of SmolLM2-135M unless overridden.
+
+        RMSNorm (eps 1e-5), SwiGLU MLP (``d_ff`` 1536), RoPE with theta 100000 in every
+        self-attention (``rope_pairing`` ``"interleaved"``, the library's; use ``"half"`` to take
+        Hugging Face's weights without permuting them), grouped-query attention (9 query heads
+        share 3 key/value heads: a 3x smaller KV cache), Pre-LN with a final norm, no biases, no
+        dropout, the output head tied to the token embedding; 30 layers, ``d_model`` 576,
+        vocabulary 49152, context 8192.
+
+        Args:
+            overrides: fields to change, e.g. ``n_layers=2, d_model=64, n_heads=4, n_kv_heads=2,
+                d_ff=128, vocab_size=100`` for a toy.
+
+        Example:
+            >>> config = TransformerConfig.llama()
+            >>> config.head_dim, config.n_heads // config.n_kv_heads
+            (64, 3)
+        """
+        fields = dict(vocab_size=49152, d_model=576, n_heads=9, n_kv_heads=3, n_layers=30,
+                      d_ff=1536, max_len=8192, dropout=0.0, activation="silu", gated_ffn=True,
+                      norm="rmsnorm", norm_first=True, position="rope", rope_theta=100000.0,
+                      rope_pairing="interleaved", tie_weights=True, final_norm=True,
+                      layer_norm_eps=1e-5, bias=False)
         fields.update(overrides)
         return cls(**fields)
 
@@ -237,7 +300,7 @@ class Embeddings(nn.Module):
         else:
             self.position = None
         self.segment = nn.Embedding(n_segments, d_model) if n_segments > 0 else None
-        self.norm = (LayerNorm(d_model, eps=config.layer_norm_eps, bias=config.bias)
+        self.norm = (make_norm(config.norm, d_model, config.layer_norm_eps, config.bias)
                      if config.embedding_norm else None)
         self.dropout = nn.Dropout(config.dropout)
         self.scale = math.sqrt(d_model) if config.scale_embeddings else 1.0
@@ -305,6 +368,12 @@ class _SelfAttentionPositions(nn.Module):
         return None, None
 
 
+def _block_options(config: TransformerConfig) -> dict:
+    """The keyword arguments of the encoder and decoder blocks that make a block Llama-style."""
+    return dict(norm=config.norm, gated_ffn=config.gated_ffn, rope_base=config.rope_theta,
+                rope_pairing=config.rope_pairing)
+
+
 def _real_token_mask(attention_mask: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor | None:
     """(B, T) mask of real tokens (bool or 0/1) -> key mask (B, 1, 1, T), True = may attend."""
     if attention_mask is None:
@@ -347,6 +416,8 @@ def _init_weights(model: nn.Module, n_residual_layers: int) -> None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, (nn.Embedding, LearnedPositionalEmbedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        elif isinstance(module, RMSNorm):
+            nn.init.ones_(module.weight)
         elif isinstance(module, LayerNorm):
             if module.weight is not None:
                 nn.init.ones_(module.weight)
@@ -452,9 +523,9 @@ class EncoderOnlyModel(_CountParameters, nn.Module):
             EncoderLayer(config.d_model, config.n_heads, config.d_ff, dropout=config.dropout,
                          activation=config.activation, norm_first=config.norm_first,
                          layer_norm_eps=config.layer_norm_eps, bias=config.bias,
-                         n_kv_heads=config.n_kv_heads)
+                         n_kv_heads=config.n_kv_heads, **_block_options(config))
             for _ in range(config.n_layers))
-        self.final_norm = (LayerNorm(config.d_model, config.layer_norm_eps, bias=config.bias)
+        self.final_norm = (make_norm(config.norm, config.d_model, config.layer_norm_eps, config.bias)
                            if config.final_norm else None)
         self.mlm_head = MaskedLMHead(config.d_model, config.vocab_size, activation=config.activation,
                                      layer_norm_eps=config.layer_norm_eps)
@@ -546,9 +617,10 @@ class DecoderOnlyLM(_CountParameters, nn.Module):
             DecoderLayer(config.d_model, config.n_heads, config.d_ff, dropout=config.dropout,
                          activation=config.activation, norm_first=config.norm_first,
                          layer_norm_eps=config.layer_norm_eps, bias=config.bias,
-                         cross_attention=False, n_kv_heads=config.n_kv_heads)
+                         cross_attention=False, n_kv_heads=config.n_kv_heads,
+                         **_block_options(config))
             for _ in range(config.n_layers))
-        self.final_norm = (LayerNorm(config.d_model, config.layer_norm_eps, bias=config.bias)
+        self.final_norm = (make_norm(config.norm, config.d_model, config.layer_norm_eps, config.bias)
                            if config.final_norm else None)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         _init_weights(self, config.n_layers)
@@ -664,6 +736,10 @@ class Transformer(_CountParameters, nn.Module):
         bias: biases in the linear layers.
         n_kv_heads: key/value heads for grouped-query attention (default ``n_heads``).
         final_norm: LayerNorm after each stack (``encoder_norm``, ``decoder_norm``).
+        norm: ``"layernorm"`` or ``"rmsnorm"`` for every norm.
+        gated_ffn: gated feed-forward networks (SwiGLU with ``activation="silu"``).
+        rope_base: RoPE's frequency base in the self-attentions (when ``rope_positions`` are given).
+        rope_pairing: RoPE's pairing convention, ``"interleaved"`` or ``"half"``.
 
     Sub-modules: ``encoder_layers``, ``decoder_layers``, ``encoder_norm``, ``decoder_norm``.
 
@@ -685,19 +761,22 @@ class Transformer(_CountParameters, nn.Module):
     def __init__(self, d_model: int = 512, n_heads: int = 8, n_encoder_layers: int = 6,
                  n_decoder_layers: int = 6, d_ff: int = 2048, *, dropout: float = 0.1,
                  activation: str = "relu", norm_first: bool = False, layer_norm_eps: float = 1e-5,
-                 bias: bool = True, n_kv_heads: int | None = None, final_norm: bool = True):
+                 bias: bool = True, n_kv_heads: int | None = None, final_norm: bool = True,
+                 norm: str = "layernorm", gated_ffn: bool = False, rope_base: float = 10000.0,
+                 rope_pairing: str = "interleaved"):
         super().__init__()
         self.d_model = d_model
         self.n_heads = n_heads
         block = dict(dropout=dropout, activation=activation, norm_first=norm_first,
-                     layer_norm_eps=layer_norm_eps, bias=bias, n_kv_heads=n_kv_heads)
+                     layer_norm_eps=layer_norm_eps, bias=bias, n_kv_heads=n_kv_heads, norm=norm,
+                     gated_ffn=gated_ffn, rope_base=rope_base, rope_pairing=rope_pairing)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(d_model, n_heads, d_ff, **block) for _ in range(n_encoder_layers))
         self.decoder_layers = nn.ModuleList(
             DecoderLayer(d_model, n_heads, d_ff, cross_attention=True, **block)
             for _ in range(n_decoder_layers))
-        self.encoder_norm = LayerNorm(d_model, layer_norm_eps, bias=bias) if final_norm else None
-        self.decoder_norm = LayerNorm(d_model, layer_norm_eps, bias=bias) if final_norm else None
+        self.encoder_norm = make_norm(norm, d_model, layer_norm_eps, bias) if final_norm else None
+        self.decoder_norm = make_norm(norm, d_model, layer_norm_eps, bias) if final_norm else None
         for parameter in self.parameters():  # the initialisation of torch.nn.Transformer
             if parameter.dim() > 1:
                 nn.init.xavier_uniform_(parameter)
@@ -802,7 +881,7 @@ class EncoderDecoderModel(_CountParameters, nn.Module):
             config.d_model, config.n_heads, config.n_encoder_layers, config.n_decoder_layers,
             config.d_ff, dropout=config.dropout, activation=config.activation,
             norm_first=config.norm_first, layer_norm_eps=config.layer_norm_eps, bias=config.bias,
-            n_kv_heads=config.n_kv_heads, final_norm=config.final_norm)
+            n_kv_heads=config.n_kv_heads, final_norm=config.final_norm, **_block_options(config))
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         _init_weights(self, config.n_encoder_layers + config.n_decoder_layers)
         if config.tie_weights:

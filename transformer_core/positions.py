@@ -34,6 +34,7 @@ __all__ = [
     "alibi_slopes",
     "alibi_bias",
     "apply_rope",
+    "ROPE_PAIRINGS",
 ]
 
 
@@ -309,21 +310,39 @@ def alibi_bias(n_heads: int, n_queries: int, n_keys: int, *,
     return -slopes[:, None, None] * distance                                   # (H, Tq, Tk)
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
-    """Rotary position embedding (RoFormer, Su et al. 2021), interleaved-pair convention.
+ROPE_PAIRINGS = ("interleaved", "half")
 
-    The feature pairs ``(x[2i], x[2i+1])`` are rotated by the angle ``pos * base^(-2i / d_head)``:
-    ``x'[2i] = x[2i] cos - x[2i+1] sin`` and ``x'[2i+1] = x[2i] sin + x[2i+1] cos``. Applied to both
-    queries and keys, the dot product ``q_m . k_n`` then depends on the positions only through
-    ``m - n``, and the rotation keeps every vector's norm. (Llama-style checkpoints pair feature
-    ``i`` with ``i + d_head/2`` instead; that layout is a fixed permutation of this one.)
+
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, *,
+               pairing: str = "interleaved") -> torch.Tensor:
+    """Rotary position embedding (RoFormer, Su et al. 2021).
+
+    The ``d_head`` features form ``d_head / 2`` pairs; pair ``i`` is rotated by the angle
+    ``pos * base^(-2i / d_head)`` (``theta_i``): ``(a, b) -> (a cos - b sin, a sin + b cos)``.
+    Applied to both queries and keys, the dot product ``q_m . k_n`` then depends on the positions
+    only through ``m - n``, and the rotation keeps every vector's norm. Which features form a pair
+    is a convention, and checkpoints differ:
+
+    * ``pairing="interleaved"`` (the RoFormer paper, Meta's original Llama code, GPT-J): pair ``i``
+      is ``(x[2i], x[2i+1])``, neighbours;
+    * ``pairing="half"`` (Hugging Face's Llama, Mistral, Qwen, SmolLM: ``rotate_half``): pair ``i`` is
+      ``(x[i], x[i + d_head/2])``, the two halves of the head.
+
+    The two are the same function up to a fixed permutation of each head's features: with
+    ``perm = [0, d/2, 1, d/2 + 1, ...]``, ``apply_rope(x[..., perm], pairing="interleaved") ==
+    apply_rope(x, pairing="half")[..., perm]``. A model computes the same scores with either
+    convention as long as its query and key weights are laid out for it, which is why a converter
+    between conventions permutes the rows of ``W_q`` and ``W_k`` head by head (see
+    :func:`transformer_core.convert.llama_from_hf`); the values and ``W_o`` are untouched.
 
     The angles are computed in float32 and the result is returned in ``x``'s dtype.
 
     Args:
         x: queries or keys, last dimension ``d_head`` (even).
         positions: integer (or float) positions, ``(T,)`` or broadcastable to ``x.shape[:-1]``.
-        base: the frequency base (10000 in the paper).
+        base: the frequency base ``theta`` (10000 in the paper and GPT-NeoX; 500000 in Llama 3,
+            100000 in SmolLM2-135M): larger bases rotate the slow pairs more slowly, for longer contexts.
+        pairing: ``"interleaved"`` or ``"half"`` (see above).
 
     Shapes:
         x ``(..., T, d_head)``, positions ``(T,)`` -> ``(..., T, d_head)``.
@@ -332,18 +351,33 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) 
         >>> q = torch.randn(2, 4, 5, 8)          # (B, n_heads, T, head_dim)
         >>> apply_rope(q, torch.arange(5)).shape
         torch.Size([2, 4, 5, 8])
+        >>> perm = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])
+        >>> torch.allclose(apply_rope(q[..., perm], torch.arange(5)),
+        ...                apply_rope(q, torch.arange(5), pairing="half")[..., perm])
+        True
     """
     d_head = x.shape[-1]
     if d_head % 2 != 0:
         raise ValueError(f"RoPE rotates feature pairs, so the head dimension must be even; got "
                          f"{d_head}. Choose d_model and n_heads so that d_model // n_heads is even.")
+    if pairing not in ROPE_PAIRINGS:
+        raise ValueError(f"pairing must be one of {ROPE_PAIRINGS} ('interleaved': pairs (x[2i], x[2i+1]) "
+                         f"as in RoFormer; 'half': pairs (x[i], x[i + d/2]) as in Hugging Face's Llama), "
+                         f"got {pairing!r}")
     if positions.dim() == 1 and positions.shape[0] != x.shape[-2]:
         raise ValueError(f"positions has {positions.shape[0]} entries but x has {x.shape[-2]} "
                          "positions (dimension -2); pass one position per token.")
-    inv_freq = base ** (-torch.arange(0, d_head, 2, device=x.device, dtype=torch.float32) / d_head)
+    # 1 / base^(2i/d), computed as Hugging Face's Llama computes it, so that converted checkpoints
+    # rotate by bit-identical angles.
+    inv_freq = 1.0 / (base ** (torch.arange(0, d_head, 2, device=x.device, dtype=torch.float32) / d_head))
     angles = positions.to(device=x.device, dtype=torch.float32)[..., None] * inv_freq  # (..., T, d/2)
     cos, sin = torch.cos(angles), torch.sin(angles)
-    pairs = x.float().unflatten(-1, (d_head // 2, 2))                          # (..., T, d/2, 2)
-    even, odd = pairs[..., 0], pairs[..., 1]
-    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-    return rotated.flatten(-2).to(x.dtype)
+    if pairing == "interleaved":
+        pairs = x.float().unflatten(-1, (d_head // 2, 2))                      # (..., T, d/2, 2)
+        first, second = pairs[..., 0], pairs[..., 1]
+    else:
+        first, second = x.float().chunk(2, dim=-1)                             # (..., T, d/2) each
+    rotated = (first * cos - second * sin, first * sin + second * cos)
+    if pairing == "interleaved":
+        return torch.stack(rotated, dim=-1).flatten(-2).to(x.dtype)
+    return torch.cat(rotated, dim=-1).to(x.dtype)
