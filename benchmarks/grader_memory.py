@@ -11,7 +11,8 @@ the grading process itself (the referees and kernels are other processes, under 
     cell; :data:`autograder.policy.MAX_CELL_CHARS` is the largest it accepts).
 ``channel``
     the grader's kernel channel (:class:`autograder.runner._CountedChannel`) receiving one message of
-    ``--frames`` frames of ``--frame-mib`` MiB that share one buffer, as a kernel could send it, under the default budget.
+    ``--frames`` frames of ``--frame-mib`` MiB that share one buffer, as a kernel could send it, under
+    the default budget.
 
     python benchmarks/grader_memory.py --part batch               # honest and blank only
     python benchmarks/grader_memory.py --part batch --hostile     # and the 190,000-character cell
@@ -106,7 +107,8 @@ def channel(frames: int, frame_mib: int) -> dict:
         outcome = "read"
     except OverflowError:
         outcome = "refused: over the budget"
-    return {"part": "channel", "frames": frames, "frame_mib": frame_mib, "outcome": outcome, "rss_before_mib": round(now, 1),
+    return {"part": "channel", "frames": frames, "frame_mib": frame_mib, "outcome": outcome,
+            "rss_before_mib": round(now, 1),
             "peak_before_mib": round(before, 1), "peak_after_mib": round(peak_mib(), 1)}
 
 
@@ -118,7 +120,8 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=64)
     parser.add_argument("--frame-mib", type=int, default=1)
     args = parser.parse_args()
-    print(json.dumps(batch(args.hostile, args.cell_chars) if args.part == "batch" else channel(args.frames, args.frame_mib)))
+    measured = batch(args.hostile, args.cell_chars) if args.part == "batch" else channel(args.frames, args.frame_mib)
+    print(json.dumps(measured))
 
 
 if __name__ == "__main__":
