@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.notebooks import REPO_ROOT
+from autograder.course.notebooks import REPO_ROOT
 
 SOLUTION = REPO_ROOT / "solutions" / "11-your-own-gpt" / "your_own_gpt.ipynb"
 SHAKESPEARE_DIR = Path("/work/shared/data")
@@ -107,6 +107,12 @@ MISTAKES = {
                       "x = self.ln_1(x + self.attn(x, start=start, cache=cache, layer=layer))\n"
                       "        return self.ln_2(x + self.mlp.proj(F.gelu(self.mlp.fc(x), approximate=\"tanh\")))",
                       "test_block", "this is a Pre-LN block"),
+    "RoPE at positions 0 .. T-1": ("rope", "angles = positions.to(device=x.device, dtype=torch.float32)[:, None]",
+                                   "angles = torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)[:, None]",
+                                   "test_rope", "take the angles from the `positions` argument"),
+    "Block drops start": ("block", "self.attn(self.ln_1(x), start=start, cache=cache, layer=layer)",
+                          "self.attn(self.ln_1(x), cache=cache, layer=layer)", "test_block",
+                          "called self.attn with (start, layer) = [(0, 2)]"),
 }
 
 
@@ -114,7 +120,7 @@ MISTAKES = {
 def test_classic_mistakes_fail_a_visible_test_that_names_them(tmp_path):
     """All mistakes in one kernel: each test cell runs right after its part is replaced by a wrong version,
     and the right version is restored before the next part."""
-    from autograder.plan import strip_hidden_region
+    from autograder.engine.plan import strip_hidden_region
 
     source = nbformat.read(str(SOLUTION), as_version=4)
     by_id = {c.get("id"): c for c in source.cells}
