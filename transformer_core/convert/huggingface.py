@@ -1,4 +1,4 @@
-"""Copy Hugging Face GPT-2 and BERT weights into the library's models.
+"""Copy Hugging Face GPT-2, BERT and Llama weights into the library's models.
 
 The library's modules use descriptive names; the checkpoints use their own. This file is the only
 place where those checkpoint names appear.
@@ -41,6 +41,24 @@ Hugging Face                                   transformer_core
 ``cls.predictions.decoder`` (+ ``bias``)       ``mlm_head.vocab_proj``
 ============================================== ==========================================
 
+Llama (``LlamaForCausalLM`` or ``LlamaModel``; SmolLM2 is one) -> a Llama-style
+:class:`~transformer_core.models.DecoderOnlyLM` (:meth:`~transformer_core.models.TransformerConfig.llama`):
+
+======================================= ==================================================
+Hugging Face                            transformer_core
+======================================= ==================================================
+``embed_tokens``                        ``embeddings.token``
+``layers[i].input_layernorm``           ``layers[i].self_attn_norm`` (RMSNorm)
+``layers[i].self_attn.q_proj/k_proj``   ``layers[i].self_attn.q_proj/k_proj`` (rows permuted
+                                        head by head unless ``rope_pairing="half"``)
+``layers[i].self_attn.v_proj/o_proj``   ``layers[i].self_attn.v_proj/out_proj``
+``layers[i].post_attention_layernorm``  ``layers[i].ffn_norm`` (RMSNorm)
+``layers[i].mlp.gate_proj/up_proj``     ``layers[i].ffn.gate_proj/up_proj`` (SwiGLU)
+``layers[i].mlp.down_proj``             ``layers[i].ffn.down_proj``
+``norm``                                ``final_norm``
+``lm_head`` (tied to ``embed_tokens``)  ``lm_head`` (tied to ``embeddings.token``)
+======================================= ==================================================
+
 The ``transformers`` package is not imported here: the converters read the modules they are given.
 """
 
@@ -50,9 +68,10 @@ import torch
 from torch import nn
 
 from ..models import DecoderOnlyLM, EncoderOnlyModel, TransformerConfig
+from ..positions import ROPE_PAIRINGS
 from ._placement import finish, in_source_dtype
 
-__all__ = ["gpt2_from_hf", "bert_from_hf"]
+__all__ = ["gpt2_from_hf", "bert_from_hf", "llama_from_hf", "half_to_interleaved"]
 
 # Hugging Face activation names -> the library's.
 _ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh",
@@ -260,3 +279,156 @@ def bert_from_hf(hf_model: nn.Module) -> EncoderOnlyModel:
             output_bias = mlm.bias
         _copy_linear(head.vocab_proj, mlm.decoder.weight, output_bias)
     return finish(ours, hf_model)
+
+
+def half_to_interleaved(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Reorder the rows of a query or key projection from the half-split RoPE layout to the
+    interleaved one, head by head.
+
+    In the half-split layout (Hugging Face's Llama) feature ``i`` of a head is rotated together
+    with feature ``i + head_dim/2``; in the interleaved layout (RoFormer, this library's default)
+    with its neighbour. Row ``2i + j`` of each head of the result is row ``j * head_dim/2 + i`` of
+    the input (``j`` in 0, 1): the pair ``(i, i + head_dim/2)`` becomes the pair ``(2i, 2i+1)`` and
+    is rotated by the same angle.
+
+    Args:
+        weight: ``(n_heads * head_dim, d_in)`` weight or ``(n_heads * head_dim,)`` bias.
+        n_heads: heads the rows belong to (``n_kv_heads`` for the key projection).
+
+    Shapes:
+        ``(n_heads * head_dim, ...)`` -> the same shape.
+
+    Example:
+        >>> half_to_interleaved(torch.arange(8.0), n_heads=2)
+        tensor([0., 2., 1., 3., 4., 6., 5., 7.])
+    """
+    rows = weight.shape[0]
+    if rows % n_heads or (rows // n_heads) % 2:
+        raise ValueError(f"half_to_interleaved: {rows} rows do not split into {n_heads} heads of an even width")
+    head_dim = rows // n_heads
+    rest = weight.shape[1:]
+    return (weight.reshape(n_heads, 2, head_dim // 2, *rest)       # (heads, half j, pair i, ...)
+            .transpose(1, 2)                                          # (heads, pair i, half j, ...)
+            .reshape(rows, *rest))
+
+
+def _rope_theta(config, name: str) -> float:
+    """RoPE's base from a Llama config: ``rope_parameters`` (transformers 5) or ``rope_theta`` and
+    ``rope_scaling`` (transformers 4); only plain RoPE (``rope_type`` ``"default"``) is supported."""
+    parameters = getattr(config, "rope_parameters", None)
+    if isinstance(parameters, dict) and "rope_theta" in parameters:
+        rope_type = parameters.get("rope_type", parameters.get("type", "default"))
+        theta = parameters["rope_theta"]
+    else:
+        scaling = getattr(config, "rope_scaling", None) or {}
+        rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+        theta = getattr(config, "rope_theta", 10000.0)
+    _require(rope_type == "default",
+             f"{name} uses RoPE scaling rope_type={rope_type!r} (e.g. Llama 3.1's long-context frequencies); "
+             "the library implements plain RoPE only (rope_type 'default')")
+    return float(theta)
+
+
+def llama_from_hf(hf_model: nn.Module, *, rope_pairing: str = "interleaved") -> DecoderOnlyLM:
+    """A Llama-style :class:`~transformer_core.models.DecoderOnlyLM` with the weights of a Hugging
+    Face Llama (SmolLM2, TinyLlama, Llama 2 and 3 without RoPE scaling).
+
+    The sizes come from the Hugging Face config (``hidden_size``, ``num_attention_heads``,
+    ``num_key_value_heads``, ``num_hidden_layers``, ``intermediate_size``, ``vocab_size``,
+    ``max_position_embeddings``, ``rms_norm_eps``, RoPE's ``rope_theta``); the result is
+    :meth:`TransformerConfig.llama <transformer_core.models.TransformerConfig.llama>`: RMSNorm,
+    SwiGLU, RoPE in every self-attention, grouped-query attention (its KV cache holds
+    ``num_key_value_heads`` heads), the head tied to the token embedding when the checkpoint's is.
+    The model is returned on the source model's device and dtype, in its train/eval mode.
+
+    Why the query and key weights are permuted: RoPE rotates pairs of features of every query and
+    key, and which features form a pair is a convention of the code, not of the weights. Hugging
+    Face's Llama rotates feature ``i`` of a head with feature ``i + head_dim/2`` (``rotate_half``);
+    the library, like the RoFormer paper and Meta's original Llama code, rotates ``2i`` with
+    ``2i + 1``. Copied as they are, Hugging Face's weights would put into pair ``(2i, 2i+1)`` two
+    features that were trained to rotate with other partners and at other frequencies, and the
+    logits would be wrong while every shape fits. Reordering the rows of ``W_q`` and ``W_k`` (each
+    head's ``[x_0 .. x_{d/2-1} | x_{d/2} .. x_{d-1}]`` -> ``[x_0, x_{d/2}, x_1, x_{d/2+1}, ...]``,
+    :func:`half_to_interleaved`) moves each trained pair next to each other, at the position that
+    gets its frequency; since queries and keys are permuted alike, every score ``q . k`` is the same
+    sum in another order. Values and ``W_o`` are not rotated and are copied as they are. (Hugging
+    Face's own conversion script from Meta's checkpoints applies the inverse permutation.) With
+    ``rope_pairing="half"`` the model rotates Hugging Face's way and no row is moved.
+
+    Args:
+        hf_model: a ``transformers`` ``LlamaForCausalLM`` or ``LlamaModel`` (a ``LlamaModel`` has no
+            head; ours then ties it to the token embedding).
+        rope_pairing: the returned model's RoPE convention: ``"interleaved"`` (the library's default,
+            weights permuted) or ``"half"`` (Hugging Face's, weights copied unchanged).
+
+    Returns:
+        A ``DecoderOnlyLM`` whose logits equal the Hugging Face model's (up to float rounding).
+
+    Shapes:
+        the returned model maps ids ``(B, T)`` to logits ``(B, T, vocab_size)``.
+
+    Example:
+        >>> from transformer_core.convert import load_smollm2
+        >>> hf_model, tokenizer = load_smollm2()
+        >>> ours = llama_from_hf(hf_model)
+        >>> ours.config.n_heads, ours.config.n_kv_heads
+        (9, 3)
+    """
+    config = _hf_config(hf_model, "llama", "llama_from_hf")
+    name = type(hf_model).__name__
+    _require(rope_pairing in ROPE_PAIRINGS,
+             f"llama_from_hf: rope_pairing must be one of {ROPE_PAIRINGS}, got {rope_pairing!r}")
+    body = getattr(hf_model, "model", hf_model)
+    head = getattr(hf_model, "lm_head", None)
+    d_model, n_heads = config.hidden_size, config.num_attention_heads
+    n_kv_heads = getattr(config, "num_key_value_heads", None) or n_heads
+    head_dim = getattr(config, "head_dim", None) or d_model // n_heads
+    _require(head_dim * n_heads == d_model,
+             f"{name} has head_dim={head_dim} with {n_heads} heads of a {d_model}-wide model; the library's "
+             "heads are d_model // n_heads wide")
+    _require(config.hidden_act == "silu",
+             f"{name} uses hidden_act={config.hidden_act!r}; a Llama MLP is SwiGLU (hidden_act='silu')")
+    attention_bias = bool(getattr(config, "attention_bias", False))
+    mlp_bias = bool(getattr(config, "mlp_bias", False))
+    _require(attention_bias == mlp_bias,
+             f"{name} has attention_bias={attention_bias} but mlp_bias={mlp_bias}; the library's one `bias` "
+             "switch sets both")
+    theta = _rope_theta(config, name)
+    tied = head is None or head.weight is body.embed_tokens.weight
+    ours = DecoderOnlyLM(TransformerConfig.llama(
+        vocab_size=config.vocab_size, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
+        n_layers=config.num_hidden_layers, d_ff=config.intermediate_size,
+        max_len=config.max_position_embeddings, dropout=float(getattr(config, "attention_dropout", 0.0)),
+        layer_norm_eps=config.rms_norm_eps, rope_theta=theta, rope_pairing=rope_pairing,
+        bias=attention_bias, tie_weights=tied))
+    ours = in_source_dtype(ours, hf_model)
+
+    def rope_rows(tensor, heads):
+        if tensor is None or rope_pairing == "half":
+            return tensor
+        return half_to_interleaved(tensor, heads)
+
+    _copy_table(ours.embeddings.token.weight, body.embed_tokens.weight)
+    for mine, block in zip(ours.layers, body.layers):
+        attention, mlp = block.self_attn, block.mlp
+        _copy_linear(mine.self_attn.q_proj, rope_rows(attention.q_proj.weight, n_heads),
+                     rope_rows(attention.q_proj.bias, n_heads))
+        _copy_linear(mine.self_attn.k_proj, rope_rows(attention.k_proj.weight, n_kv_heads),
+                     rope_rows(attention.k_proj.bias, n_kv_heads))
+        _copy_linear(mine.self_attn.v_proj, attention.v_proj.weight, attention.v_proj.bias)
+        _copy_linear(mine.self_attn.out_proj, attention.o_proj.weight, attention.o_proj.bias)
+        _copy_linear(mine.ffn.gate_proj, mlp.gate_proj.weight, mlp.gate_proj.bias)
+        _copy_linear(mine.ffn.up_proj, mlp.up_proj.weight, mlp.up_proj.bias)
+        _copy_linear(mine.ffn.down_proj, mlp.down_proj.weight, mlp.down_proj.bias)
+        _copy_gain(mine.self_attn_norm, block.input_layernorm)
+        _copy_gain(mine.ffn_norm, block.post_attention_layernorm)
+    _copy_gain(ours.final_norm, body.norm)
+    if not tied:
+        _copy_linear(ours.lm_head, head.weight, None)
+    return finish(ours, hf_model)
+
+
+@torch.no_grad()
+def _copy_gain(ours: nn.Module, theirs: nn.Module) -> None:
+    """Copy an RMSNorm's gain (it has no bias)."""
+    _copy_table(ours.weight, theirs.weight)
