@@ -12,10 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
-from autograder.notebooks import (REPO_ROOT, ConfigError, NotebookError, course_repositories, normalize_file,
-                                  notebook_paths, repoint_all, repoint_text_file)
-from autograder.sandbox import Limits
+from autograder.core.files import REPO_ROOT, NotebookError
+from autograder.core.limits import EXECUTE_TIMEOUT_S, Limits
+from autograder.core.repository import ConfigError
 
 USAGE_ERROR = 2
 INTERRUPTED = 130
@@ -138,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _export_parser(commands) -> None:
-    """The ``export`` subcommand (see :mod:`autograder.export`)."""
+    """The ``export`` subcommand (see :mod:`autograder.instructor.export`)."""
     export = commands.add_parser(
         "export", help="write the grades as a file Canvas or Moodle imports",
         description="Read the results in DIR, merge the manual scores, match the learners to a roster, apply a "
@@ -188,14 +187,14 @@ def _limits(args: argparse.Namespace) -> Limits:
 
 
 def _warn_isolation() -> None:
-    from autograder.sandbox import isolation_warnings
+    from autograder.engine.sandbox import isolation_warnings
 
     for warning in isolation_warnings():
         print(f"warning: {warning}", file=sys.stderr)
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from autograder.course import generate
+    from autograder.course.release import generate
 
     written = generate(args.assignments, root=args.root)
     print(f"wrote {len(written)} file{'s' if len(written) != 1 else ''} under {args.root / 'exercises'}")
@@ -203,6 +202,8 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _normalize(args: argparse.Namespace) -> int:
+    from autograder.course.notebooks import repoint_all
+
     if args.repoint and not args.paths:
         changed, broken = repoint_all(args.root, check=args.check)
         total = None
@@ -226,6 +227,8 @@ def _normalize(args: argparse.Namespace) -> int:
 def _normalize_paths(args: argparse.Namespace) -> tuple[list[Path] | None, list[str], int]:
     """Normalise (and with ``--repoint`` repoint) the notebooks and Markdown files named, or all
     notebooks; ``changed`` is None after a usage error has been printed."""
+    from autograder.course.notebooks import course_repositories, normalize_file, notebook_paths, repoint_text_file
+
     paths = args.paths or notebook_paths(args.root)
     missing = [p for p in paths if not p.is_file()]
     if missing:
@@ -250,9 +253,9 @@ def _normalize_paths(args: argparse.Namespace) -> tuple[list[Path] | None, list[
 
 
 def _policy(args: argparse.Namespace) -> int:
-    from autograder.course import UsageError
-    from autograder.plan import PlanError, load_plan
-    from autograder.policy import describe, read_policy
+    from autograder.core.errors import UsageError
+    from autograder.engine.plan import PlanError, load_plan
+    from autograder.engine.policy import describe, read_policy
 
     try:
         plan = load_plan(args.assignment, args.root)
@@ -264,7 +267,7 @@ def _policy(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from autograder.course import ReleaseError, release
+    from autograder.course.release import ReleaseError, release
 
     try:
         commands = release(args.tag, root=args.root)
@@ -279,8 +282,16 @@ def _release(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from autograder.batch import grade, parse_shard, shard_from_environment, summary_table
+    """``grade``, then the hand scores (``--manual-scores``, else the last file given, and
+    ``hand-scores.csv``) merged into grades.csv and the feedback once, with the grade at the top of
+    every page, and the similarity report (:func:`autograder.instructor.after_grading.after_grading`);
+    a malformed manual-scores file is refused before grading starts."""
+    from autograder.engine.batch import grade, parse_shard, shard_from_environment, summary_table
+    from autograder.instructor.after_grading import after_grading
+    from autograder.instructor.manual import read_manual_scores
 
+    if args.manual_scores is not None:
+        read_manual_scores(args.manual_scores)
     shard = None if args.shard is None else parse_shard(args.shard)
     if shard is None and (found := shard_from_environment()) is not None:
         shard, where = found
@@ -288,33 +299,18 @@ def _grade(args: argparse.Namespace) -> int:
     _warn_isolation()
     results = grade(args.submissions, args.assignment, args.out, jobs=args.jobs, root=args.root,
                     limits=_limits(args), regrade=args.regrade, shard=shard, progress=not args.no_progress)
+    finished = after_grading(args.out, args.root, args.manual_scores)
     failed = [r for r in results if not r.graded]
     print(summary_table(results))
     print(f"graded {len(results) - len(failed)} of {len(results)} submissions; "
           f"grades in {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
+    print("\n".join(finished))
     return 1 if failed else 0
 
 
-def _grade_and_merge_manual_scores(args: argparse.Namespace) -> int:
-    """``grade``, then the hand scores (``--manual-scores``, else the last file given, and
-    ``hand-scores.csv``) merged into grades.csv and the feedback, with the grade at the top of every
-    page (:func:`autograder.batch.merge_hand_scores`); a malformed manual-scores file is refused
-    before grading starts."""
-    from autograder.batch import merge_hand_scores
-    from autograder.manual import read_manual_scores
-
-    if args.manual_scores is not None:
-        read_manual_scores(args.manual_scores)
-    status = _grade(args)
-    summary = merge_hand_scores(args.out, args.manual_scores).summary(args.manual_scores)
-    if summary:
-        print(summary)
-    return status
-
-
 def _export(args: argparse.Namespace) -> int:
-    from autograder.course import UsageError
-    from autograder.export import export
+    from autograder.core.errors import UsageError
+    from autograder.instructor.export import export
 
     names = dict(c.split("=", 1) for c in args.column if "=" in c)
     if len(names) != len(args.column):
@@ -330,38 +326,38 @@ def _export(args: argparse.Namespace) -> int:
 def _nbgrader(args: argparse.Namespace) -> int:
     import subprocess
 
-    from autograder.course import nbgrader_environment
+    from autograder.course.release import nbgrader_environment
 
     arguments = list(args.nbgrader_args)
     if not any(a.startswith("--NbGrader.config_file") for a in arguments) and arguments[:1] != ["--help"]:
-        arguments.append(f"--NbGrader.config_file={args.root / 'autograder' / 'nbgrader_config.py'}")
+        arguments.append(f"--NbGrader.config_file={args.root / 'autograder' / 'course' / 'nbgrader_config.py'}")
     with nbgrader_environment():
         return subprocess.run([sys.executable, "-m", "nbgrader", *arguments]).returncode
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from autograder.batch import merge_hand_scores, merge_results, summary_table
-    from autograder.manual import read_manual_scores
+    from autograder.engine.batch import merge_results, summary_table
+    from autograder.instructor.after_grading import after_grading
+    from autograder.instructor.manual import read_manual_scores
 
     if args.manual_scores is not None:
         read_manual_scores(args.manual_scores)          # a malformed file is refused before anything is copied
-    results = merge_results(args.shards, args.out, root=args.root)
+    results = merge_results(args.shards, args.out)
+    finished = after_grading(args.out, args.root, args.manual_scores)
     print(summary_table(results))
     print(f"merged {len(args.shards)} folders: {len(results)} results in {args.out / 'grades.csv'}")
-    summary = merge_hand_scores(args.out, args.manual_scores).summary(args.manual_scores)
-    if summary:
-        print(summary)
+    print("\n".join(finished))
     return 0 if all(r.graded for r in results) else 1
 
 
 def _review(args: argparse.Namespace) -> int:
-    from autograder.review import serve
+    from autograder.instructor.review import serve
 
     return serve(args.out, args.root, args.port)
 
 
 def _i18n(args: argparse.Namespace) -> int:
-    from autograder import i18n
+    from autograder.course import i18n
 
     if args.action == "update":
         print(i18n.dump_status(i18n.update(args.root)))
@@ -387,7 +383,7 @@ def _i18n(args: argparse.Namespace) -> int:
 def _validate_isolation_note() -> None:
     """A learner's check gets one line, not the grader's warnings, when the kernel cannot be isolated
     (e.g. on Colab, or not as root): the visible tests and their verdicts are the same either way."""
-    from autograder.sandbox import can_isolate, isolation_off_reason
+    from autograder.engine.sandbox import can_isolate, isolation_off_reason
 
     if not can_isolate():
         why = isolation_off_reason() or "Linux namespaces are not available"
@@ -396,7 +392,7 @@ def _validate_isolation_note() -> None:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from autograder.validate import validate
+    from autograder.engine.validate import validate
 
     _validate_isolation_note()
     ok, lines = validate(args.notebook, args.assignment, root=args.root, limits=_limits(args))
@@ -410,14 +406,15 @@ def _validate(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    from autograder.course import NbgraderRunError, UsageError
-    from autograder.batch import GradingInterrupted
+    from autograder.core.errors import GradingInterrupted
+    from autograder.core.errors import NbgraderRunError
+    from autograder.core.errors import UsageError
 
     args = _parser().parse_args(argv)
     args.root = args.root.resolve()
     handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade, "merge": _merge,
-                "nbgrader": _nbgrader, "i18n": _i18n, "validate": _validate, "release": _release}
-    handlers.update(grade=_grade_and_merge_manual_scores, export=_export, review=_review, policy=_policy)
+                "nbgrader": _nbgrader, "i18n": _i18n, "validate": _validate, "release": _release,
+                "export": _export, "review": _review, "policy": _policy}
     try:
         return handlers[args.command](args)
     except GradingInterrupted as error:

@@ -8,9 +8,9 @@ the grading process itself (the referees and kernels are other processes, under 
     ``python -m autograder grade``'s function, ``--jobs 2``, on a batch of ``solutions/02-self-attention``
     copies: an honest one, a blank one (the released exercise) and, with ``--hostile``, one whose extra
     own cell holds ``--cell-chars`` characters of plain assignments (the source check parses every
-    cell; :data:`autograder.policy.MAX_CELL_CHARS` is the largest it accepts).
+    cell; :data:`autograder.engine.cells.MAX_CELL_CHARS` is the largest it accepts).
 ``channel``
-    the grader's kernel channel (:class:`autograder.runner._CountedChannel`) receiving one message of
+    the grader's kernel channel (:class:`autograder.engine.runner._CountedChannel`) receiving one message of
     ``--frames`` frames of ``--frame-mib`` MiB that share one buffer, as a kernel could send it, under
     the default budget.
 
@@ -28,7 +28,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from autograder.notebooks import REPO_ROOT
+from autograder.core.files import REPO_ROOT
 
 ASSIGNMENT = "02-self-attention"
 
@@ -59,7 +59,7 @@ def own_cell(chars: int) -> str:
 
 def batch(hostile: bool, cell_chars: int) -> dict:
     """Grade the batch; the grading process's peak before and after."""
-    from autograder.batch import grade
+    from autograder.engine.batch import grade
 
     solution = next((REPO_ROOT / "solutions" / ASSIGNMENT).glob("*.ipynb"))
     blank = REPO_ROOT / "exercises" / ASSIGNMENT / solution.name
@@ -87,8 +87,8 @@ def channel(frames: int, frame_mib: int) -> dict:
     import zmq.asyncio
     from jupyter_client.session import Session
 
-    from autograder.runner import Budget, _CountedChannel
-    from autograder.sandbox import Limits
+    from autograder.core.limits import Limits
+    from autograder.engine.runner import Budget, _CountedChannel
 
     address = f"ipc://{tempfile.mkdtemp()}/s"
     session = Session(key=b"secret")

@@ -7,7 +7,7 @@ in both graders, or the run fails):
    ``--jobs`` is given; warm kernels from the fork server unless ``--cold``), each run into a fresh
    output folder with a fresh fork server, so its warm-up is counted;
 2. with plain ``nbgrader autograde`` through nbgrader's own converter, in a throwaway course folder
-   made from the same solution notebook (:func:`autograder.course.build_course`), one kernel per
+   made from the same solution notebook (:func:`autograder.course.release.build_course`), one kernel per
    notebook with the tests inside it, as nbgrader does;
 
 and prints a Markdown table with both times, their ratio and this grader's requests to the
@@ -31,9 +31,9 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from autograder import runner  # noqa: E402
-from autograder.batch import default_jobs, grade  # noqa: E402
-from autograder.notebooks import REPO_ROOT  # noqa: E402
+from autograder.core.files import REPO_ROOT  # noqa: E402
+from autograder.engine import runner  # noqa: E402
+from autograder.engine.batch import default_jobs, grade  # noqa: E402
 
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "grading-throughput.md"
 
@@ -78,7 +78,7 @@ def nbgrader(notebook: Path, copies: int, course: Path, assignment: str) -> dict
     from nbgrader.api import Gradebook
     from nbgrader.converters import Autograde
 
-    from autograder.course import build_course, run_converter
+    from autograder.course.release import build_course, run_converter
 
     config = build_course(assignment, course)
     config.Autograde.create_student = True

@@ -5,7 +5,7 @@ Transformer that the chapters explain and later exercises build on (attention, p
 cache, models, generation, complexity, train, convert). ``course_runtime`` is everything a notebook
 needs to *run* that is not an answer, and it is the only course package a grading kernel always
 sees (the grader mounts reference modules into a kernel only where an assignment builds on them;
-see ``autograder/mounts.py``):
+see ``autograder/engine/mounts.py``):
 
 ========== ==============================================================
 device     picking the device and the mixed-precision dtype; seeding

@@ -1,7 +1,7 @@
 """The grader's agent inside a learner's kernel: it calls the learner's code and returns raw results.
 
 At grading time the tests of a notebook do not run in the learner's kernel. They run in a separate,
-trusted process (the referee, see ``autograder/referee.py``), which computes every expected value
+trusted process (the referee, see ``autograder/engine/referee.py``), which computes every expected value
 and decides every verdict. Whenever a test needs the learner's code (call ``attention(q, k, v)``,
 build ``SelfAttention(8, 4)``, read ``answer_q1``), the grader sends this agent one request; the
 agent does exactly that and answers with the raw result, encoded by :mod:`course_runtime.wire`,

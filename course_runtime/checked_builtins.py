@@ -13,7 +13,7 @@ name turns out to be:
 Everything else behaves exactly as Python's own function. A learner cannot get Python's versions
 back: the source check refuses ``del getattr`` and every route to the ``builtins`` module.
 
-The rule constants here are shared with the source check (:mod:`autograder.policy`), so both read
+The rule constants here are shared with the source check (:mod:`autograder.engine.policy`), so both read
 the same lists.
 """
 

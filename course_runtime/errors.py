@@ -3,7 +3,7 @@
 Three places tell a learner that a part forbids a function: the guard in their kernel
 (:func:`course_runtime.testing.forbid_shortcuts`, an early hint while they work), the referee's
 proxies that re-raise what a kernel reported (:mod:`course_runtime.remote`), and the grader's check
-of the submitted source (:mod:`autograder.policy`), which is what decides points. They all word it
+of the submitted source (:mod:`autograder.engine.policy`), which is what decides points. They all word it
 with :func:`shortcut_message`, so ``validate`` and the grade say the same thing. This module imports
 nothing of the course, which also keeps ``testing`` and ``remote`` from importing each other.
 """

@@ -1,7 +1,7 @@
 """The learner's objects as the referee sees them: proxies that forward each use to the kernel.
 
 When a notebook is graded, its test cells run in the referee, a trusted process the learner's code
-cannot reach (``autograder/referee.py``). A name the test uses but does not define, such as
+cannot reach (``autograder/engine/referee.py``). A name the test uses but does not define, such as
 ``attention`` or ``answer_q1``, is looked up in the learner's kernel through a :class:`Session`:
 
 - data comes back as data (tensors, numbers, strings, tuples, ...), a private copy;

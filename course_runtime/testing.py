@@ -15,7 +15,7 @@ what was found, where, and (when the test author gives one) a hint about the lik
 
 The same cell runs in two places. While a learner works, it runs in their kernel, next to their
 code. When the notebook is graded, it runs in the referee, a trusted process (see
-``autograder/referee.py``): there, the learner's names are proxies (:mod:`course_runtime.remote`)
+``autograder/engine/referee.py``): there, the learner's names are proxies (:mod:`course_runtime.remote`)
 whose calls run in the learner's kernel and bring back plain data, so the references, the checks and
 the verdict are out of the learner's reach. The helpers here work in both places:
 :func:`forbid_shortcuts` and :func:`standing_in` apply to calls into the kernel, :func:`build`
@@ -695,7 +695,7 @@ def forbid_shortcuts(*dotted_names: str, reason: str | None = None) -> Iterator[
     the two modes are PyTorch's thread-local state, so they hold in the thread that enters the block and
     in the autograd engine's threads its backward passes run on (PyTorch carries the modes there), not in
     a thread the learner's code started itself (graded code may not import ``threading``,
-    ``concurrent``, ``asyncio`` or ``multiprocessing``: see ``autograder/policy.py``). Everything is
+    ``concurrent``, ``asyncio`` or ``multiprocessing``: see ``autograder/engine/policy.py``). Everything is
     restored when the block ends, also when it ends with an exception. Compute the reference answer
     *outside* the block. Also usable as a decorator.
 

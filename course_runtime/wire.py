@@ -1,7 +1,7 @@
 """The narrow channel between a learner's kernel and the grader: JSON text, validated, no pickle.
 
 When a notebook is graded, the learner's code runs in a sandboxed kernel and the tests run in a
-separate, trusted process (the referee, :mod:`autograder.referee`). Everything that crosses between
+separate, trusted process (the referee, :mod:`autograder.engine.referee`). Everything that crosses between
 them is a JSON document built by :func:`encode` and read back by :func:`decode`. Only plain data
 travels:
 

@@ -130,9 +130,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--extras"]:
         extras, argv = tuple(argv[1].split(",")), argv[2:]
     if argv[:1] == ["--no-namespaces"]:     # as in a container without CAP_SYS_ADMIN (Colab)
-        import autograder.sandbox
+        import autograder.engine.sandbox
 
-        autograder.sandbox._namespaces_work = lambda: False
+        autograder.engine.sandbox._namespaces_work = lambda: False
         argv = argv[1:]
     base = base_requirements(extras)
     allowed = closure(base)

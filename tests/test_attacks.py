@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import run_once
 
-from autograder import sandbox
 from autograder.__main__ import main
-from autograder.plan import hidden_lines, load_plan
+from autograder.engine import sandbox
+from autograder.engine.plan import hidden_lines, load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENT = "02-self-attention"

@@ -13,14 +13,16 @@ import nbformat
 import pytest
 
 from autograder.__main__ import main
-from autograder.course import UsageError, generate
-from autograder.feedback import strip_hidden_region
-from autograder.results import path_name
-from autograder.submissions import collect_submissions, extract_zip
-from autograder.nbgrader_config import CODE_STUB, REPO_ROOT as REPO
-from autograder.plan import DEMO, TEST, assemble, load_notebook_plan, load_plan
-from autograder.notebooks import (convention_problems, dumps_normalized, normalize_notebook,
+from autograder.core.errors import UsageError
+from autograder.core.files import CODE_STUB
+from autograder.core.results import path_name
+from autograder.course.nbgrader_config import REPO_ROOT as REPO
+from autograder.course.notebooks import (convention_problems, dumps_normalized, normalize_notebook,
                                   setup_cell_source)
+from autograder.course.release import generate
+from autograder.engine.feedback import strip_hidden_region
+from autograder.engine.plan import DEMO, TEST, assemble, load_notebook_plan, load_plan
+from autograder.engine.submissions import collect_submissions, extract_zip
 
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
 ASSIGNMENT = "00-fixture"
@@ -289,7 +291,7 @@ def test_path_names_are_readable_and_never_shared():
 def test_a_notebook_of_another_assignment_is_told_apart_by_its_own_grade_ids():
     from types import SimpleNamespace
 
-    from autograder.grade_one import _wrong_notebook
+    from autograder.engine.grade_one import _wrong_notebook
 
     catalogue = {"02-x": {"test_attention", "answer_q1", "test_answer_q1"},
                  "03-y": {"test_masks", "answer_q1", "test_answer_q1"}}
@@ -308,7 +310,7 @@ def test_a_notebook_of_another_assignment_is_told_apart_by_its_own_grade_ids():
 
 def _load_nbgrader_config_file():
     from traitlets.config.loader import PyFileConfigLoader
-    return PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "autograder")).load_config()
+    return PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "autograder" / "course")).load_config()
 
 
 def test_nbgrader_config_file_puts_folders_in_the_grading_home_or_the_hub_course(tmp_path, monkeypatch):
@@ -332,7 +334,7 @@ def test_nbgrader_config_file_puts_folders_in_the_grading_home_or_the_hub_course
 
 
 def test_feedback_draws_math_as_mathml_and_never_as_markup():
-    from autograder.feedback import _markdown
+    from autograder.engine.feedback import _markdown
 
     page = _markdown(r"scores $QK^\top / \sqrt{d_k}$ and $$\frac{a}{b}$$ and $x<script>alert(1)</script>$",
                      trusted=False)

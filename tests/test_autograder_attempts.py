@@ -15,10 +15,11 @@ from conftest import run_once
 from test_autograder_grading import ASSIGNMENT, GOOD_SCALE, GOOD_SOFTMAX, LIMITS, NOTEBOOK, edited, make_course
 
 from autograder.__main__ import main
-from autograder.batch import check_complete, merge_hand_scores, merge_results, shard_from_environment
-from autograder.course import UsageError
-from autograder.results import GradeResult, url_safe_name
-from autograder.submissions import attempt_of
+from autograder.core.errors import UsageError
+from autograder.core.results import GradeResult, url_safe_name
+from autograder.engine.batch import check_complete, merge_results, shard_from_environment
+from autograder.engine.submissions import attempt_of
+from autograder.instructor.after_grading import merge_hand_scores
 
 # A scale() that records what it was called with, and a cell of the learner's after the scale test
 # that prints it: in grading, the hidden test's call (d_k=9) would show up as SEEN-9-X.
@@ -209,7 +210,7 @@ def test_merge_refuses_an_incomplete_set_of_shards_and_names_the_missing_ones(tm
 
 
 def test_a_canvas_column_that_matches_no_roster_column_is_named_with_the_fix():
-    from autograder.export import Roster, _canvas_column_warnings
+    from autograder.instructor.export import Roster, _canvas_column_warnings
 
     roster = Roster("canvas", [], columns=["Scaling and masks (4711)", "Self-attention (4702)"])
     (warning,) = _canvas_column_warnings(["03-scaling-and-masks"], roster, {})
@@ -220,7 +221,7 @@ def test_a_canvas_column_that_matches_no_roster_column_is_named_with_the_fix():
 
 
 def test_validate_says_plainly_that_tests_pass_on_updated_cells_and_what_to_download():
-    from autograder.validate import _repaired_but_passing
+    from autograder.engine.validate import _repaired_but_passing
 
     text = _repaired_but_passing(2, "03-scaling-and-masks", "scaling_and_masks", Path("/nonexistent"))
     assert text.startswith("all visible tests pass on the course's current cells")

@@ -17,12 +17,12 @@ from conftest import run_once
 from test_autograder_grading import ASSIGNMENT, GOOD_SCALE, GOOD_SOFTMAX, LIMITS, NOTEBOOK, edited, make_course
 
 from autograder.__main__ import main
-from autograder.course import UsageError
-from autograder.batch import merge_results, parse_shard, shard_of
-from autograder.grade_one import _name_the_root_cause
-from autograder.results import GradeResult
-from autograder.validate import validate
-from autograder.runner import CellOutcome
+from autograder.core.errors import UsageError
+from autograder.core.outcomes import CellOutcome
+from autograder.core.results import GradeResult
+from autograder.engine.batch import merge_results, parse_shard, shard_of
+from autograder.engine.grade_one import _name_the_root_cause
+from autograder.engine.validate import validate
 
 pytestmark = pytest.mark.slow
 

@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from autograder.__main__ import main
-from autograder.course import UsageError
-from autograder.export import LatePolicy, days_late, export, parse_due, parse_late_policy, read_roster
-from autograder.feedback import INSTRUCTOR_BEGIN, render_feedback, scrub_paths
-from autograder.manual import ManualScoresError, merge_manual_scores
-from autograder.plan import TEST, RunCell
-from autograder.results import (GradeResult, load_result, result_path, url_safe_name, write_atomically,
+from autograder.core.errors import UsageError
+from autograder.core.outcomes import CellOutcome
+from autograder.core.results import (GradeResult, load_result, result_path, url_safe_name, write_atomically,
                                 write_grades_csv)
-from autograder.runner import CellOutcome
-from autograder.submissions import Submission
+from autograder.engine.feedback import INSTRUCTOR_BEGIN, render_feedback, scrub_paths
+from autograder.engine.plan import TEST, RunCell
+from autograder.engine.submissions import Submission
+from autograder.instructor.export import LatePolicy, days_late, export, parse_due, parse_late_policy, read_roster
+from autograder.instructor.manual import ManualScoresError, merge_manual_scores
 
 CELLS = {"nb:q_intro": 1.0, "nb:test_b": 2.0, "nb:manual_essay": 5.0, "nb:test_a": 2.0}
 
@@ -291,7 +291,7 @@ def test_plain_export_has_parts_in_notebook_order_status_late_days_and_penalty(t
 def test_feedback_never_shows_the_graders_paths(tmp_path):
     import tempfile
 
-    from autograder.notebooks import REPO_ROOT
+    from autograder.core.files import REPO_ROOT
 
     leak = (f'Traceback: File "{tempfile.gettempdir()}/autograder-abc/runs/00003/fixture/k.py", line 4\n'
             f"  {REPO_ROOT}/course_runtime/testing.py:120 in check_close\n  cwd /home/learner/data.txt")
@@ -335,7 +335,7 @@ def make_class(course: Path, subs: Path, count: int, due: float) -> None:
 
 @pytest.mark.slow
 def test_an_instructor_grades_a_class_and_gets_a_file_canvas_imports(tmp_path):
-    from autograder.course import generate
+    from autograder.course.release import generate
 
     full = os.environ.get("FULL_CLASS") == "1"
     count, roster_size = (300, 300) if full else (40, 300)

@@ -29,13 +29,14 @@ import pytest
 from conftest import run_once
 
 from autograder.__main__ import main
-from autograder.course import generate
-from autograder.batch import grade
-from autograder.results import path_name, url_safe_name
-from autograder.validate import validate
-from autograder.plan import hidden_lines, load_plan
-from autograder.policy import check_cells, read_policy
-from autograder.sandbox import Limits, can_isolate, cgroup_parent, isolation_warnings
+from autograder.core.limits import Limits
+from autograder.core.results import path_name, url_safe_name
+from autograder.course.release import generate
+from autograder.engine.batch import grade
+from autograder.engine.plan import hidden_lines, load_plan
+from autograder.engine.policy import check_cells, read_policy
+from autograder.engine.sandbox import can_isolate, cgroup_parent, isolation_warnings
+from autograder.engine.validate import validate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
 ASSIGNMENT, OTHER = "00-fixture", "01-other"
@@ -258,10 +259,10 @@ def course(tmp_path_factory) -> Path:
 
 def without_source_policy():
     """Let hostile code run: this file tests the sandbox and the referee *behind* the source policy
-    (autograder/policy.py stops most of these submissions before they run; tests/test_attacks.py and
+    (autograder/engine/policy.py stops most of these submissions before they run; tests/test_attacks.py and
     tests/test_policy.py test it), which must hold even where the policy has a gap."""
     patch = pytest.MonkeyPatch()
-    patch.setattr("autograder.grade_one.enforce", lambda plan, assembly: [])
+    patch.setattr("autograder.engine.grade_one.enforce", lambda plan, assembly: [])
     return patch
 
 
@@ -622,6 +623,6 @@ def test_validate_reports_visible_tests_and_repairs(course, tmp_path, capsys):
 
 def test_isolation_warnings_say_what_is_not_enforced(monkeypatch):
     assert (isolation_warnings() == []) == (can_isolate() and cgroup_parent() is not None)
-    monkeypatch.setattr("autograder.sandbox.can_isolate", lambda: False)
+    monkeypatch.setattr("autograder.engine.sandbox.can_isolate", lambda: False)
     warnings = isolation_warnings()
     assert any("network" in w for w in warnings) and any("process limit" in w for w in warnings)

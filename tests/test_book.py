@@ -92,7 +92,7 @@ def build_book_once(tmp_path_factory) -> BookBuild:
             returncode = -1
             log = f"the build took more than {BUILD_TIMEOUT_S} s\n{error.stdout or ''}{error.stderr or ''}"
         if returncode == 0:               # the Chinese site, into <html>/zh, reusing the execution cache
-            from autograder import i18n
+            from autograder.course import i18n
 
             zh_start = time.monotonic()
             done = i18n.build_html(out, ROOT, extra_args=("--warningiserror", "--keep-going"))

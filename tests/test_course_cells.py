@@ -1,4 +1,4 @@
-"""Course cells of any edition and release are the course's (autograder/plan.py, ``course_variants``): a
+"""Course cells of any edition and release are the course's (autograder/engine/plan.py, ``course_variants``): a
 Chinese notebook, or one from an earlier release of the term, filled with right answers, is graded with no
 note and no broken rule, while a learner's own edit of a course cell is still judged."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.plan import MANUAL, SOLUTION, assemble, load_plan
-from autograder.policy import enforce
+from autograder.engine.plan import MANUAL, SOLUTION, assemble, load_plan
+from autograder.engine.policy import enforce
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "zh" / "exercises").iterdir() if p.is_dir())

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course import list_assignments
-from autograder.notebooks import REPO_ROOT, read_notebook
+from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.core.files import list_assignments
 from course_runtime.checked_builtins import module_allowed
 
 ASSIGNMENTS = list_assignments(REPO_ROOT)

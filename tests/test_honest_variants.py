@@ -22,7 +22,7 @@ import pytest
 from conftest import run_once
 
 from autograder.__main__ import main
-from autograder.plan import TEST, load_plan
+from autograder.engine.plan import TEST, load_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -9,8 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import i18n
-from autograder.notebooks import REPO_ROOT, convention_problems, dumps_normalized, read_notebook
+from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.course import i18n
+from autograder.course.notebooks import convention_problems, dumps_normalized
 
 ROOT = REPO_ROOT
 CHAPTER = """# A chapter
@@ -342,7 +343,7 @@ def test_a_chinese_exercise_that_fails_a_visible_test_says_why_in_chinese(tmp_pa
     grader's check (validate) translates the referee's verdicts the same way."""
     import json
 
-    from autograder.validate import validate
+    from autograder.engine.validate import validate
 
     nb = json.loads((ROOT / "zh" / "exercises" / "02-self-attention" / "self_attention.ipynb").read_text("utf-8"))
     assert nb["metadata"]["course"]["language"] == "zh_CN"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.submissions import _short_component, collect_submissions, extract_zip, newest_attempts_first
+from autograder.engine.submissions import _short_component, collect_submissions, extract_zip, newest_attempts_first
 
 
 def _course(root: Path) -> Path:
@@ -81,7 +81,7 @@ def test_every_skipped_zip_entry_gets_a_row_that_says_why(tmp_path):
 
 
 def test_the_grader_warns_when_the_memory_limit_cannot_cover_a_whole_kernel(monkeypatch):
-    from autograder import sandbox
+    from autograder.engine import sandbox
 
     monkeypatch.setattr(sandbox, "can_isolate", lambda: True)
     monkeypatch.setattr(sandbox, "cgroup_parent", lambda: ("/sys/fs/cgroup/grader", 2))
@@ -99,7 +99,7 @@ def _channel_pair(limits):
     import zmq.asyncio
     from jupyter_client.session import Session
 
-    from autograder.runner import Budget, _CountedChannel
+    from autograder.engine.runner import Budget, _CountedChannel
 
     address = f"ipc://{tempfile.mkdtemp()}/s"
     session = Session(key=b"secret")
@@ -116,7 +116,7 @@ def test_the_channel_charges_each_frame_as_it_arrives_and_never_assembles_a_floo
     import asyncio
     import tracemalloc
 
-    from autograder.sandbox import Limits
+    from autograder.core.limits import Limits
 
     session, sender, channel = _channel_pair(Limits(message_mb=4))
     shared = bytearray(1 << 20)
@@ -134,7 +134,7 @@ def test_the_channel_parses_honest_messages_and_refuses_huge_headers_without_rea
     import asyncio
     import json
 
-    from autograder.sandbox import Limits
+    from autograder.core.limits import Limits
 
     session, sender, channel = _channel_pair(Limits())
     parent = session.msg("execute_request", {"code": "1"})
@@ -178,9 +178,9 @@ def test_kernel_processes_share_one_memory_limit_and_nothing_runs_past_the_deadl
     import os
     import time
 
-    from autograder import sandbox
-    from autograder.runner import AgentError, SandboxedKernel
-    from autograder.sandbox import Limits
+    from autograder.core.limits import Limits
+    from autograder.engine import sandbox
+    from autograder.engine.runner import AgentError, SandboxedKernel
 
     limits = Limits(notebook_timeout=8, cell_timeout=8, memory_mb=4096)
 

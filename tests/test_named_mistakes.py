@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.notebooks import REPO_ROOT
+from autograder.core.files import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ MISTAKES = {
 def test_classic_mistakes_fail_a_visible_test_that_names_them(notebook, tmp_path):
     """All of one notebook's mistakes in one kernel: each visible test runs right after its part is
     replaced by a wrong version, and the right version is restored before the next mistake."""
-    from autograder.plan import strip_hidden_region
+    from autograder.engine.plan import strip_hidden_region
 
     source = nbformat.read(str(REPO_ROOT / "solutions" / notebook), as_version=4)
     by_id = {c.get("id"): c for c in source.cells}

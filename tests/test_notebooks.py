@@ -14,11 +14,12 @@ from types import SimpleNamespace
 import pytest
 from conftest import run_once
 
-from autograder import i18n
-from autograder.course import generate, list_assignments
-from autograder.batch import grade
-from autograder.notebooks import (REPO_ROOT, convention_problems, dumps_normalized, has_outputs,
-                                  notebook_paths, read_notebook)
+from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.core.files import list_assignments
+from autograder.course import i18n
+from autograder.course.notebooks import convention_problems, dumps_normalized, has_outputs, notebook_paths
+from autograder.course.release import generate
+from autograder.engine.batch import grade
 
 ROOT = REPO_ROOT
 ASSIGNMENTS = list_assignments(ROOT)
@@ -104,8 +105,8 @@ def _grade_by_hand(out: Path) -> dict[str, dict]:
     """Grade the written answers as an instructor on the review page would: full points for an answer,
     0 for a cell left as released; then merge. Returns, per learner, the hand-graded cells, which of
     them were blank, and the score and ``needs_manual_grade`` after the merge."""
-    from autograder.manual import HandScore, merge_manual_scores, write_hand_scores
-    from autograder.review import load_questions
+    from autograder.instructor.manual import HandScore, merge_manual_scores, write_hand_scores
+    from autograder.instructor.review import load_questions
 
     questions = load_questions(out, ROOT)
     scores = {(e.learner, q.assignment, q.key): HandScore(0.0 if e.blank else q.max_points, "", e.digest)

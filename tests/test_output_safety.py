@@ -23,14 +23,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import disclosure, feedback, review, similarity
-from autograder.grade_one import run_notebook
-from autograder.manual import HandScore, read_hand_scores, write_hand_scores
-from autograder.plan import FREE, TEST, RunCell
-from autograder.results import GradeResult, write_grades_csv
-from autograder.runner import CellOutcome
-from autograder.safe_output import csv_text, from_spreadsheet_cell, safe_mathml, spreadsheet_cell
-from autograder.sandbox import Limits
+from autograder.core.limits import Limits
+from autograder.core.outcomes import CellOutcome
+from autograder.core.results import GradeResult, write_grades_csv
+from autograder.core.safe_output import csv_text, from_spreadsheet_cell, safe_mathml, spreadsheet_cell
+from autograder.engine import disclosure, feedback
+from autograder.engine.grade_one import run_notebook
+from autograder.engine.plan import FREE, TEST, RunCell
+from autograder.instructor import review, similarity
+from autograder.instructor.manual import HandScore, read_hand_scores, write_hand_scores
 
 REPO = Path(__file__).resolve().parent.parent
 ATTACK_MATH = r"An answer: $\text{<img/src=x/onerror=alert(1)>}$ and $$\href{javascript:alert(2)}{x}$$"

@@ -1,12 +1,12 @@
-"""The assignment policy judged on submitted source (autograder/policy.py): every route to the course's
+"""The assignment policy judged on submitted source (autograder/engine/policy.py): every route to the course's
 answers or to a switched-off built-in is caught, and honest code, helpers and allowed imports are not."""
 
 from pathlib import Path
 
 import pytest
 
-from autograder.plan import MANUAL, SOLUTION, load_plan
-from autograder.policy import check_cells, judge_cells, read_policy
+from autograder.engine.plan import MANUAL, SOLUTION, load_plan
+from autograder.engine.policy import check_cells, judge_cells, read_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())

@@ -11,7 +11,7 @@ import pytest
 from conftest import fake_main
 import torch
 
-from autograder.referee import Referee, public_view
+from autograder.engine.referee import Referee, public_view
 from course_runtime import agent, remote, wire
 from course_runtime.testing import ShortcutError
 

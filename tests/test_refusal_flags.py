@@ -11,8 +11,8 @@ import json
 import pytest
 from conftest import fake_main
 
-from autograder.grade_one import refusal_flag
-from autograder.referee import Referee, RefereeProcess
+from autograder.engine.grade_one import refusal_flag
+from autograder.engine.referee import Referee, RefereeProcess
 from course_runtime import agent, remote
 
 LEARNER_CODE = '''

@@ -10,10 +10,11 @@ import nbformat
 import pytest
 
 from autograder.__main__ import main
-from autograder.course import generate, release_commands, set_release
-from autograder.notebooks import (REPO_ROOT, ConfigError, RepositoryRef, convention_problems,
-                                  course_repositories, linked_paths, repository_link_problems,
-                                  repository_links, repository_settings, rewrite_repository_links)
+from autograder.core.files import REPO_ROOT
+from autograder.core.repository import ConfigError, RepositoryRef, repository_settings
+from autograder.course.notebooks import (convention_problems, course_repositories, linked_paths,
+                                         repository_link_problems, repository_links, rewrite_repository_links)
+from autograder.course.release import generate, release_commands, set_release
 
 UPSTREAM = "transformer-course/transformer-core-mechanisms"
 FORK = "someone/fork-of-the-course"

@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from autograder.__main__ import main
-from autograder.manual import HAND_SCORES, read_hand_scores
-from autograder.notebooks import dumps_normalized, read_notebook
-from autograder.review import ReviewServer, load_questions, split_solution
+from autograder.core.files import read_notebook
+from autograder.course.notebooks import dumps_normalized
+from autograder.instructor.manual import HAND_SCORES, read_hand_scores
+from autograder.instructor.review import ReviewServer, load_questions, split_solution
 
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
 KEY = "fixture:essay"
@@ -53,7 +54,7 @@ def _scores(out: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
     """The fixture course with a written answer (2 points, graded by hand) after the softmax part."""
-    from autograder.course import generate
+    from autograder.course.release import generate
 
     root = tmp_path_factory.mktemp("review") / "course"
     shutil.copytree(FIXTURE, root)

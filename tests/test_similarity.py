@@ -21,11 +21,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-from autograder.answers import load_answers, save_answers
-from autograder.notebooks import REPO_ROOT, read_notebook
-from autograder.plan import assemble, load_plan
-from autograder.results import GradeResult, load_results, result_path, write_atomically
-from autograder.similarity import (SOLUTION, THRESHOLD, build_report, chosen_names, fingerprint_work,
+from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.core.results import GradeResult, load_results, result_path, write_atomically
+from autograder.engine.answers import load_answers, save_answers
+from autograder.engine.plan import assemble, load_plan
+from autograder.instructor.similarity import (SOLUTION, THRESHOLD, build_report, chosen_names, fingerprint_work,
                                    load_library, normalised_tokens, similarity_report, winnow)
 
 ASSIGNMENT = "02-self-attention"

@@ -54,7 +54,7 @@ REFS = {BRANCH, CONFIG["repository"].get("release") or BRANCH}
 PAGE_TIMEOUT_S = 60
 TOC_PAGES = _toc_files()
 EXTRA_PAGES = ["genindex", "search"]
-# The Chinese site (zh/ below the root) has the same pages, built from zh/ (autograder/i18n.py).
+# The Chinese site (zh/ below the root) has the same pages, built from zh/ (autograder/course/i18n.py).
 ZH = "zh/"
 
 
@@ -638,7 +638,7 @@ def _chinese_page_text(path: Path) -> str:
 
 def test_no_english_on_the_built_chinese_pages(built_html):
     """No English sentence (answers, captions, admonitions, dropdowns), and no English interface word."""
-    from autograder import i18n
+    from autograder.course import i18n
 
     keep = i18n.load_terms(ROOT)["keep"]
     problems = []

@@ -23,9 +23,9 @@ from test_autograder_grading import (ASSIGNMENT, GOOD_SCALE, GOOD_SOFTMAX, LIMIT
                                      edited, make_course)
 
 from autograder.__main__ import main
-from autograder.course import UsageError
-from autograder.validate import _VALIDATE_NEEDS, _validate_install_command, validate
-from autograder.sandbox import KERNEL_BOOTSTRAP
+from autograder.core.errors import UsageError
+from autograder.engine.sandbox import KERNEL_BOOTSTRAP
+from autograder.engine.validate import _VALIDATE_NEEDS, _validate_install_command, validate
 
 REPO = Path(__file__).resolve().parents[1]
 HELPER = Path(__file__).with_name("base_dependencies_only.py")
@@ -111,7 +111,7 @@ def test_unknown_assignments_and_missing_course_notebooks_say_what_to_do(learner
     with pytest.raises(UsageError, match=r"cannot tell which assignment stranger.ipynb belongs to; pass "
                                          r"--assignment \(one of: 00-fixture, 01-other\)"):
         validate(stranger, root=learner_root)
-    monkeypatch.setattr("autograder.plan.PACKAGED_EXERCISES", tmp_path / "not-installed")
+    monkeypatch.setattr("autograder.engine.plan.PACKAGED_EXERCISES", tmp_path / "not-installed")
     with pytest.raises(UsageError, match="no course notebooks found: .* install the course package"):
         validate(notebook, root=tmp_path / "empty")
 
@@ -197,7 +197,7 @@ def test_validate_runs_from_the_installed_wheel_with_base_dependencies_only(whee
                      "pivot_root are not available); the tests and their verdicts are the same"], out
     facts = wheel_check["facts"]
     assert "nbgrader" not in facts["closure"] and "nbclient" not in facts["closure"]
-    assert {"autograder.validate", "autograder.runner", "autograder.referee"} <= set(facts["imports"])
+    assert {"autograder.engine.validate", "autograder.engine.runner", "autograder.engine.referee"} <= set(facts["imports"])
     assert not {"autograder", "course_runtime", "transformer_core", "nbformat", "yaml", "jupyter_client"} & set(facts["refused"])
 
 

@@ -1,8 +1,8 @@
-"""Warm kernels (autograder/forkserver.py): forked from a server that never runs learner code, each in
+"""Warm kernels (autograder/engine/forkserver.py): forked from a server that never runs learner code, each in
 the sandbox a cold kernel gets, and nothing of one learner's kernel reaches the next.
 
 Each test starts real kernels (warm ones from this process's fork server, cold ones for comparison)
-through :class:`autograder.runner.SandboxedKernel`, as grading does.
+through :class:`autograder.engine.runner.SandboxedKernel`, as grading does.
 """
 
 import asyncio
@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import forkserver
-from autograder.runner import FORK_SERVER, STATS, SandboxedKernel
-from autograder.sandbox import Limits, can_isolate
+from autograder.core.limits import Limits
+from autograder.engine import forkserver
+from autograder.engine.runner import FORK_SERVER, STATS, SandboxedKernel
+from autograder.engine.sandbox import can_isolate
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(forkserver.available() is not None, reason="warm kernels need Linux 5.3+")]
@@ -160,8 +161,8 @@ def test_the_fork_server_runs_one_thread_and_never_imports_the_reference_library
 GRADER = textwrap.dedent("""\
     import asyncio, json, os, sys, time
     from pathlib import Path
-    from autograder.runner import FORK_SERVER, SandboxedKernel
-    from autograder.sandbox import Limits
+    from autograder.engine.runner import FORK_SERVER, SandboxedKernel
+    from autograder.engine.sandbox import Limits
 
     async def main():
         kernel = SandboxedKernel(Path(sys.argv[1]), Limits(startup_timeout=120), 0, warm=True)
@@ -218,7 +219,7 @@ def test_nothing_outlives_a_grader_that_is_killed(tmp_path):
 
 
 def test_a_fork_server_that_dies_is_the_graders_failure_and_the_next_kernel_gets_a_new_one(tmp_path):
-    from autograder.runner import ForkServerLost
+    from autograder.engine.runner import ForkServerLost
 
     async def run() -> str:
         kernel = SandboxedKernel(tmp_path / "a", LIMITS, 0, warm=True)
@@ -235,7 +236,7 @@ def test_a_fork_server_that_dies_is_the_graders_failure_and_the_next_kernel_gets
 
 
 def test_a_referee_is_forked_from_the_server_outside_the_sandbox_under_its_memory_limit(tmp_path):
-    from autograder.referee import RefereeProcess
+    from autograder.engine.referee import RefereeProcess
 
     async def run() -> tuple[list[str], dict, float]:
         await _session(tmp_path / "k", ["pass"], warm=True)  # the server runs; its kernel is gone

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.course.notebooks import REPO_ROOT
+from autograder.core.files import REPO_ROOT
 
 SOLUTION = REPO_ROOT / "solutions" / "11-your-own-gpt" / "your_own_gpt.ipynb"
 SHAKESPEARE_DIR = Path("/work/shared/data")

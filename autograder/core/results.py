@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from autograder.safe_output import csv_text
+from autograder.core.safe_output import csv_text
 
 GRADED = "graded"
 CSV_COLUMNS = ["student", "lms_id", "assignment", "score", "max_score", "status", "needs_manual_grade",
@@ -48,11 +48,11 @@ class GradeResult:
         fingerprint: digest of the submitted files and the instructor's notebooks.
         origin: where the submission was found.
         lms_id: the learner's id in the LMS export, or "".
-        late: whether the LMS marked the submission late (see :attr:`autograder.submissions.Submission.late`).
-        submitted_at: when it was submitted, ISO 8601 in UTC, or "" (see :attr:`autograder.submissions.Submission.submitted_at`).
+        late: whether the LMS marked the submission late (see :attr:`autograder.engine.submissions.Submission.late`).
+        submitted_at: when it was submitted, ISO 8601 in UTC, or "" (see :attr:`autograder.engine.submissions.Submission.submitted_at`).
         files: the notebook files graded (their names, as submitted).
         other_attempts: the learner's other attempts at this assignment, not graded
-            (:func:`autograder.submissions.newest_attempts_first`).
+            (:func:`autograder.engine.submissions.newest_attempts_first`).
     """
 
     student: str
@@ -83,7 +83,7 @@ class GradeResult:
 
     @property
     def learner(self) -> str:
-        """The unique learner key, as :attr:`autograder.submissions.Submission.learner` (``name #lms_id`` or the name)."""
+        """The unique learner key, as :attr:`autograder.engine.submissions.Submission.learner` (``name #lms_id`` or the name)."""
         return learner_key(self.student, self.lms_id)
 
     @classmethod
@@ -185,7 +185,7 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 def result_path(out_dir: Path, student: str, assignment: str, duplicate: int = 0) -> Path:
     """Where one submission's result lives: ``<out>/results/<learner>/<assignment>.json``, with
-    ``student`` the unique learner (:attr:`autograder.submissions.Submission.learner`) as a path name (:func:`path_name`)."""
+    ``student`` the unique learner (:attr:`autograder.engine.submissions.Submission.learner`) as a path name (:func:`path_name`)."""
     name = path_name(assignment or "unknown-assignment") + (f".duplicate-{duplicate}" if duplicate else "")
     return Path(out_dir) / "results" / path_name(student) / f"{name}.json"
 

@@ -30,7 +30,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.notebooks import REPO_ROOT, colab_url, dumps_normalized, read_notebook, repoint_notebook, setup_cell_source
+from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.core.repository import colab_url
+from autograder.course.notebooks import dumps_normalized, repoint_notebook, setup_cell_source
 
 LANGUAGE = "zh_CN"
 LOCALE_DIR = Path("locales") / LANGUAGE / "LC_MESSAGES"
@@ -646,7 +648,7 @@ def _kernel_profile(folder: Path) -> Path:
     profile = folder / "profile_default"
     profile.mkdir(parents=True, exist_ok=True)
     (profile / "ipython_kernel_config.py").write_text(
-        "# Written by autograder/i18n.py for the Chinese book build: figures, widgets and messages in Chinese.\n"
+        "# Written by autograder/course/i18n.py for the Chinese book build: figures, widgets and messages in Chinese.\n"
         "c.InteractiveShellApp.extensions = ['course_runtime.language']\n", encoding="utf-8")
     return folder
 

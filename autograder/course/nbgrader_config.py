@@ -4,8 +4,8 @@
 prefer nbgrader's own commands point them at this file (nbgrader has no ``--config`` flag; this is
 the option that names a config file)::
 
-    nbgrader autograde 02-self-attention --NbGrader.config_file=autograder/nbgrader_config.py
-    nbgrader generate_feedback 02-self-attention --NbGrader.config_file=autograder/nbgrader_config.py
+    nbgrader autograde 02-self-attention --NbGrader.config_file=autograder/course/nbgrader_config.py
+    nbgrader generate_feedback 02-self-attention --NbGrader.config_file=autograder/course/nbgrader_config.py
 
 from the repository root with the course library importable (``make setup``). On a JupyterHub
 with nbgrader's exchange, set ``TRANSFORMER_CORE_COURSE_ROOT`` to the hub's course directory (with
@@ -28,7 +28,7 @@ The settings, and why:
 - ``IgnorePattern.pattern``: harmless stderr (warnings, tqdm bars) is dropped before grading,
   because nbgrader gives 0 points to a test cell that wrote anything to stderr.
 - ``GenerateFeedback.preprocessors``: feedback passes through
-  :class:`autograder.feedback.HideHiddenTests`, so returned feedback never shows hidden tests.
+  :class:`HideHiddenTests`, so returned feedback never shows hidden tests.
 """
 
 from __future__ import annotations
@@ -37,18 +37,22 @@ import os
 import sys
 from pathlib import Path
 
+from nbconvert.preprocessors import Preprocessor
+from nbformat.notebooknode import NotebookNode
+from traitlets import Bool, Unicode
 from traitlets.config import Config
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from autograder.core.files import CODE_STUB, TEXT_STUB
+from autograder.core.limits import EXECUTE_TIMEOUT_S
+from autograder.engine.plan import strip_hidden_region
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 COURSE_ID = "transformer-core-mechanisms"
-EXECUTE_TIMEOUT_S = 120
-CODE_STUB = "# YOUR CODE HERE\nraise NotImplementedError(\"replace this line with your code\")"
-TEXT_STUB = "YOUR ANSWER HERE"
 # nbgrader zeroes a test cell that writes to stderr; these stderr outputs are harmless.
 STDERR_IGNORE_PATTERN = r"\w+Warning: |\d+%\|[^\n]*\|"
 FEEDBACK_PREPROCESSORS = [
     "nbgrader.preprocessors.GetGrades",
-    "autograder.feedback.HideHiddenTests",
+    "autograder.course.nbgrader_config.HideHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
 
@@ -104,6 +108,29 @@ def course_config(root: Path | str = REPO_ROOT, *, source: str = "solutions", re
     c.IgnorePattern.pattern = STDERR_IGNORE_PATTERN
     c.GenerateFeedback.preprocessors = list(FEEDBACK_PREPROCESSORS)
     return c
+
+
+
+class HideHiddenTests(Preprocessor):
+    """nbconvert preprocessor: remove hidden tests and their tracebacks from nbgrader's feedback."""
+
+    enabled = Bool(True, help="Whether to hide hidden tests").tag(config=True)
+
+    # nbgrader spells these "delimeter"; the same names keep one config key for both preprocessors.
+    begin_test_delimeter = Unicode("BEGIN HIDDEN TESTS", help="Opens a hidden region").tag(config=True)
+    end_test_delimeter = Unicode("END HIDDEN TESTS", help="Closes a hidden region").tag(config=True)
+
+    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple[NotebookNode, dict]:
+        """Strip the hidden region of one cell and shorten its error tracebacks."""
+        if cell.cell_type != "code":
+            return cell, resources
+        cell.source, removed = strip_hidden_region(cell.source, self.begin_test_delimeter,
+                                                   self.end_test_delimeter)
+        if removed:
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
+        return cell, resources
 
 
 if "get_config" in globals():

@@ -4,7 +4,7 @@ An assignment is a folder ``solutions/<NN-slug>/`` holding nbgrader source noteb
 it runs nbgrader's ``generate_assignment`` machinery (clear solutions, remove hidden tests, lock
 cells, compute checksums) in a throwaway course directory and writes the result, in normal form,
 to ``exercises/<NN-slug>/``. Grading does not use nbgrader's gradebook: it reads the source
-notebooks directly (see :mod:`autograder.plan` and :mod:`autograder.batch`).
+notebooks directly (see :mod:`autograder.engine.plan` and :mod:`autograder.engine.batch`).
 
 ``python -m autograder release TAG`` (:func:`release`) pins a term's notebooks to a git tag: it sets
 ``repository.release`` in ``_config.yml``, points every link at the tag, regenerates the exercises
@@ -27,39 +27,20 @@ import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from autograder.nbgrader_config import COURSE_ID, EXECUTE_TIMEOUT_S, course_config
-from autograder.notebooks import (LINKED_DOCUMENTS, NOTEBOOK_FOLDERS, REPO_ROOT, ConfigError, dumps_normalized,
-                                  read_notebook, ref_problem, repoint_all, repository_link_problems,
-                                  repository_settings)
+from autograder.core.errors import NbgraderRunError, UsageError
+from autograder.core.files import REPO_ROOT, list_assignments, read_notebook
+from autograder.core.limits import EXECUTE_TIMEOUT_S
+from autograder.core.repository import ConfigError, ref_problem, repository_settings
+from autograder.course.nbgrader_config import COURSE_ID, course_config
+from autograder.course.notebooks import (LINKED_DOCUMENTS, NOTEBOOK_FOLDERS, dumps_normalized, repoint_all,
+                                         repository_link_problems)
 
 IGNORED_NAMES = shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__", "*.pyc", ".DS_Store")
 NBGRADER_LOGGER = "autograder.nbgrader"
 
 
-class UsageError(Exception):
-    """The command was called wrongly (a bad path, an unknown assignment); exit status 2."""
-
-
-class NbgraderRunError(RuntimeError):
-    """nbgrader could not process an assignment or a submission; the message says why."""
-
-
 class ReleaseError(RuntimeError):
     """A release could not be completed (a notebook unreadable, a link left pointing elsewhere)."""
-
-
-def list_assignments(root: Path = REPO_ROOT) -> list[str]:
-    """Return the names of the assignments: the folders of ``solutions/`` that hold notebooks."""
-    base = Path(root) / "solutions"
-    if not base.is_dir():
-        return []
-    return sorted(p.name for p in base.iterdir()
-                  if p.is_dir() and not p.name.startswith(".") and any(p.glob("*.ipynb")))
-
-
-def assignment_notebooks(assignment: str, root: Path = REPO_ROOT) -> list[str]:
-    """Return the notebook names (without ``.ipynb``) of one assignment, sorted."""
-    return sorted(p.stem for p in (Path(root) / "solutions" / assignment).glob("*.ipynb"))
 
 
 def resolve_assignments(names: Iterable[str] | None, root: Path = REPO_ROOT) -> list[str]:
@@ -152,7 +133,7 @@ def run_converter(converter_class: type, config, *, assignment: str, student: st
 
     Args:
         converter_class: the nbgrader converter class.
-        config: its traitlets ``Config`` (see :func:`autograder.nbgrader_config.course_config`).
+        config: its traitlets ``Config`` (see :func:`autograder.course.nbgrader_config.course_config`).
         assignment: the assignment id.
         student: the student id, for converters that work on submissions.
 
@@ -356,7 +337,7 @@ def release(tag: str, root: Path = REPO_ROOT) -> list[str]:
     """Prepare course release ``tag`` in the working tree of ``root``; commit, tag and push nothing.
 
     Sets ``repository.release`` in ``_config.yml``, points every setup cell, Colab badge, GitHub
-    link and install line of :func:`autograder.notebooks.linked_paths` at ``@TAG`` / ``/blob/TAG/``,
+    link and install line of :func:`autograder.course.notebooks.linked_paths` at ``@TAG`` / ``/blob/TAG/``,
     regenerates every assignment's ``exercises/`` and checks that no link to the repository opens
     anything else.
 
@@ -377,7 +358,7 @@ def release(tag: str, root: Path = REPO_ROOT) -> list[str]:
     if broken:
         raise ReleaseError("cannot repoint these notebooks; fix them and run the release again:\n  "
                            + "\n  ".join(broken))
-    from autograder import i18n
+    from autograder.course import i18n
 
     generate(root=root)
     i18n.build(root)                   # the Chinese pages and exercises link to the release too

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from autograder.results import GradeResult, result_path, write_atomically
+from autograder.core.results import GradeResult, result_path, write_atomically
 
 ANSWERS_DIR = "answers"
 YOURS, RELEASED = "yours", "released"
@@ -48,12 +48,12 @@ def save_answers(out_dir: Path | str, learner: str, assignment: str, assemblies:
 
     Args:
         out_dir: the output folder.
-        learner: the learner key (:attr:`autograder.results.GradeResult.learner`).
+        learner: the learner key (:attr:`autograder.core.results.GradeResult.learner`).
         assignment: the assignment.
-        assemblies: notebook name -> :class:`autograder.plan.Assembly`, the learner's notebooks as graded.
-        fingerprint: the result's fingerprint (:attr:`autograder.results.GradeResult.fingerprint`).
+        assemblies: notebook name -> :class:`autograder.engine.plan.Assembly`, the learner's notebooks as graded.
+        fingerprint: the result's fingerprint (:attr:`autograder.core.results.GradeResult.fingerprint`).
     """
-    from autograder.plan import MANUAL, SOLUTION
+    from autograder.engine.plan import MANUAL, SOLUTION
 
     cells = {}
     for name, assembly in assemblies.items():

@@ -1,12 +1,12 @@
 """``python -m autograder grade`` and ``merge``: the batch, its shards, and the summary.
 
-:func:`grade` finds the submissions (:mod:`autograder.submissions`), loads each assignment's plan
-once (:func:`autograder.plan.load_plan`), skips what an earlier run already graded (a result
+:func:`grade` finds the submissions (:mod:`autograder.engine.submissions`), loads each assignment's plan
+once (:func:`autograder.engine.plan.load_plan`), skips what an earlier run already graded (a result
 records a fingerprint of the submitted files and the instructor's notebooks, so a killed run
 resumes and a changed submission is graded again; ``regrade`` forces chosen learners), grades the
-rest up to ``jobs`` at a time (:func:`autograder.grade_one.grade_submission`: one event loop, one
+rest up to ``jobs`` at a time (:func:`autograder.engine.grade_one.grade_submission`: one event loop, one
 kernel and one referee process per job slot) and rebuilds ``grades.csv``
-(:mod:`autograder.results`). ``shard`` splits a batch across machines; :func:`merge_results`
+(:mod:`autograder.core.results`). ``shard`` splits a batch across machines; :func:`merge_results`
 combines their output folders.
 
 Nothing under the submissions, the course or other learners' results is ever written.
@@ -28,24 +28,20 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from autograder.course import UsageError
-from autograder.grade_one import fingerprint, grade_submission, write_status_page
-from autograder.mounts import kernel_library
-from autograder.nbgrader_config import EXECUTE_TIMEOUT_S
-from autograder.notebooks import REPO_ROOT, clean_text
-from autograder.plan import AssignmentPlan, PlanError, load_plan
-from autograder.results import (GradeResult, load_result, load_results, one_line, result_path, write_atomically,
+from autograder.core.errors import GradingInterrupted, UsageError
+from autograder.core.files import REPO_ROOT, clean_text
+from autograder.core.limits import EXECUTE_TIMEOUT_S
+from autograder.core.limits import Limits
+from autograder.core.results import (GradeResult, load_result, load_results, one_line, result_path, write_atomically,
                                 write_grades_csv)
-from autograder.sandbox import Limits
-from autograder.submissions import Catalogue, Submission, collect_submissions, extract_zip, newest_attempts_first
+from autograder.engine.grade_one import fingerprint, grade_submission, write_status_page
+from autograder.engine.mounts import kernel_library
+from autograder.engine.plan import AssignmentPlan, PlanError, load_plan
+from autograder.engine.submissions import Catalogue, Submission, collect_submissions, extract_zip, newest_attempts_first
 
 # Statuses that say the grader, not the submission, failed: such results get their row, and the
 # next run grades them again.
 RETRY_PREFIXES = ("internal error", "the kernel did not start")
-
-
-class GradingInterrupted(Exception):
-    """The run was stopped (Ctrl-C); every finished result is saved and ``grades.csv`` lists them."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -313,7 +309,6 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                     f"interrupted: {len(saved)} finished result{'s' if len(saved) != 1 else ''} saved and "
                     f"listed in {out_dir / 'grades.csv'}; run the same command again to grade the rest") from None
     write_grades_csv(out_dir / "grades.csv", load_results(out_dir))
-    _after_grading(out_dir, root)
     return sorted(results, key=lambda r: (r.assignment, r.student))
 
 
@@ -322,7 +317,7 @@ SKIPPED_ZIP_ENTRY = ("not extracted from the zip: an absolute path, `..`, a link
 
 
 def _skipped_entry_row(out_dir: Path, entry: str, archive: Path) -> GradeResult:
-    """The row of a zip entry :func:`autograder.submissions.extract_zip` skipped (``entry``: its name in
+    """The row of a zip entry :func:`autograder.engine.submissions.extract_zip` skipped (``entry``: its name in
     the zip, with the file system's reason when it refused the name), saved with the other results so
     that ``grades.csv`` has a row for every entry of the zip. Its learner is unknown: the entry's name
     stands in, and no feedback page is written."""
@@ -330,33 +325,6 @@ def _skipped_entry_row(out_dir: Path, entry: str, archive: Path) -> GradeResult:
     result = GradeResult(name, "", f"not graded: {name} ({SKIPPED_ZIP_ENTRY})", origin=clean_text(archive))
     write_atomically(result_path(out_dir, name, ""), json.dumps(asdict(result), indent=1).encode("utf-8"))
     return result
-
-
-def _after_grading(out_dir: Path, root: Path) -> None:
-    """Keep the hand scores of ``<out>/hand-scores.csv`` (and of the last --manual-scores file) in
-    grades.csv and the feedback (autograder.manual), and write the similarity report
-    (autograder.similarity), which flags near-copies and changes no score."""
-    from autograder.similarity import similarity_report
-
-    merge_hand_scores(out_dir, None)
-    print(similarity_report(out_dir, root=root).summary())
-
-
-def merge_hand_scores(out_dir: Path, manual_path: Path | None):
-    """Merge the hand scores into grades.csv and the feedback pages (:func:`autograder.manual.merge_manual_scores`),
-    then write the grade each learner gets at the top of their pages: after hand grading and, when
-    an export saved a late policy in ``out_dir``, after its penalty (:func:`autograder.export.saved_lateness`).
-
-    Returns:
-        The :class:`autograder.manual.ManualMerge`.
-    """
-    from autograder.export import saved_lateness
-    from autograder.feedback import refresh_grade_headers
-    from autograder.manual import merge_manual_scores
-
-    merged = merge_manual_scores(out_dir, manual_path)
-    refresh_grade_headers(out_dir, merged.results, saved_lateness(out_dir))
-    return merged
 
 
 async def _preflight(plans, workdir: Path, limits: Limits) -> None:
@@ -368,7 +336,7 @@ async def _preflight(plans, workdir: Path, limits: Limits) -> None:
             install of the course points at another checkout): otherwise every submission would wait
             out its time-outs before anything said why.
     """
-    from autograder.runner import PreflightError, preflight
+    from autograder.engine.runner import PreflightError, preflight
 
     for index, plan in enumerate(plans):
         imports = [statement for notebook in plan.notebooks.values() for statement in notebook.imports]
@@ -380,7 +348,7 @@ async def _preflight(plans, workdir: Path, limits: Limits) -> None:
 
 async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs: int,
                          catalogue_ids: dict[str, set[str]], progress: bool) -> list[GradeResult]:
-    from autograder.referee import RefereeProcess
+    from autograder.engine.referee import RefereeProcess
 
     slots: asyncio.Queue[int] = asyncio.Queue()
     for slot in range(min(jobs, len(pending))):
@@ -414,7 +382,7 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
     return results
 
 
-def merge_results(shard_dirs: list[Path | str], out_dir: Path | str, *, root: Path = REPO_ROOT) -> list[GradeResult]:
+def merge_results(shard_dirs: list[Path | str], out_dir: Path | str) -> list[GradeResult]:
     """Combine the ``--out`` folders of shards graded on several machines into ``out_dir``.
 
     Copies each shard's ``results/``, ``feedback/`` and ``answers/`` files into ``out_dir`` (the folder may be one of
@@ -460,7 +428,6 @@ def merge_results(shard_dirs: list[Path | str], out_dir: Path | str, *, root: Pa
         _record_shard(out_dir, shard)                    # so that the merged folder can be merged again
     results = load_results(out_dir)
     write_grades_csv(out_dir / "grades.csv", results)
-    _after_grading(out_dir, root)
     return results
 
 

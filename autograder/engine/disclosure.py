@@ -10,7 +10,7 @@ from words that are not the learner's code's to choose:
 - a visible test's failure as its exception type and the test author's own words (the literal parts
   of the ``assert`` or ``raise`` message, or the ``name=`` of the failing check, whose message text
   it matches), never the message itself; a hint only when the visible test's source holds it whole;
-- a hidden test's verdict (:func:`autograder.referee.hidden_failure`, already worded by the grader)
+- a hidden test's verdict (:func:`autograder.engine.referee.hidden_failure`, already worded by the grader)
   with its exception type replaced as above;
 - the grader's own reasons (time limits, a stopped kernel) as they are, cut before any detail that
   came from the kernel.
@@ -25,7 +25,7 @@ import ast
 import builtins
 import re
 
-from autograder.referee import _written_text, hidden_line_numbers, public_view
+from autograder.engine.referee import _written_text, hidden_line_numbers, public_view
 
 __all__ = ["NOT_SHOWN", "OWN_CLASS", "STANDARD_EXCEPTIONS", "after_hidden_cell", "exception_name",
            "runs_after_hidden_code", "shown_test_reason"]

@@ -9,10 +9,10 @@ spacing, is redacted as well. File paths of the grader's own (its temporary fold
 the Python environment, the sandbox's home) are replaced by the notebook's name (:func:`scrub_paths`).
 Only text outputs and PNG images are shown: HTML and JavaScript from learner code could carry
 scripts into the instructor's browser or hidden-test text past the redaction. Every page carries a
-Content-Security-Policy that allows no script at all (:func:`autograder.safe_output.page_head`).
+Content-Security-Policy that allows no script at all (:func:`autograder.core.safe_output.page_head`).
 
-:class:`HideHiddenTests` is the same filter as an nbconvert preprocessor, for instructors who run
-nbgrader's own ``generate_feedback`` with :mod:`autograder.nbgrader_config`.
+:class:`autograder.course.nbgrader_config.HideHiddenTests` is the same filter as an nbconvert preprocessor, for instructors who run
+nbgrader's own ``generate_feedback`` with :mod:`autograder.course.nbgrader_config`.
 """
 
 from __future__ import annotations
@@ -27,23 +27,19 @@ from collections import deque
 from functools import lru_cache
 from pathlib import Path
 
-from nbconvert.preprocessors import Preprocessor
-from nbformat.notebooknode import NotebookNode
-from traitlets import Bool, Unicode
+from autograder.core.files import REPO_ROOT
+from autograder.core.outcomes import CellOutcome
+from autograder.core.safe_output import page_head, safe_mathml
+from autograder.engine.plan import HIDDEN_NOTE, MANUAL, SOLUTION, TASK, TEST, RunCell, strip_hidden_region
+from autograder.engine.sandbox import LEARNER_HOME
 
-from autograder.notebooks import REPO_ROOT
-from autograder.plan import HIDDEN_NOTE, MANUAL, SOLUTION, TASK, TEST, RunCell, strip_hidden_region
-from autograder.runner import CellOutcome
-from autograder.safe_output import page_head, safe_mathml
-from autograder.sandbox import LEARNER_HOME
-
-__all__ = ["GRADE_BEGIN", "GRADE_END", "HIDDEN_NOTE", "INSTRUCTOR_BEGIN", "INSTRUCTOR_END", "HideHiddenTests",
+__all__ = ["GRADE_BEGIN", "GRADE_END", "HIDDEN_NOTE", "INSTRUCTOR_BEGIN", "INSTRUCTOR_END",
            "grade_header", "redact", "render_feedback", "scrub_paths", "status_page", "strip_hidden_region",
            "submitted_outputs", "with_grade_header", "with_instructor_section"]
 
 REDACTED = "[a line of hidden test code was removed here]"
 # The instructor's grading (manual scores) is written between these markers on every run, so that
-# a page need not be rendered again when only the manual scores change (see autograder.manual).
+# a page need not be rendered again when only the manual scores change (see autograder.instructor.manual).
 INSTRUCTOR_BEGIN = "<!-- instructor-grading -->"
 INSTRUCTOR_END = "<!-- /instructor-grading -->"
 # The grade the learner gets (after hand grading and the late penalty) sits at the top of every page,
@@ -206,7 +202,7 @@ _MATH = re.compile(r"<(?P<tag>span|div) class=\"math\">(?:\\\((?P<inline>.*?)\\\
 
 def _mathml(match: re.Match) -> str:
     """One formula as MathML (``latex2mathml``), reduced to allowed MathML elements and attributes
-    (:func:`autograder.safe_output.safe_mathml`: latex2mathml copies ``\\text{...}`` raw into the markup);
+    (:func:`autograder.core.safe_output.safe_mathml`: latex2mathml copies ``\\text{...}`` raw into the markup);
     the escaped TeX when the formula uses something it does not know."""
     tex = html.unescape(match["inline"] if match["inline"] is not None else match["block"]).strip()
     try:
@@ -392,7 +388,7 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
 
     Args:
         student, assignment, notebook: who and what, for the title.
-        cells: the cells that were run (see :func:`autograder.plan.assemble`).
+        cells: the cells that were run (see :func:`autograder.engine.plan.assemble`).
         outcomes: one per cell; None for cells that were not executed (markdown, empty).
         scores: grade id -> points given (None: left to a human grader).
         notes: what the grader repaired in the notebook.
@@ -494,7 +490,7 @@ def refresh_grade_headers(out_dir: Path | str, results, late=None) -> int:
 
     Args:
         out_dir: the ``--out`` folder.
-        results: the results with the hand scores merged in (:func:`autograder.manual.apply_manual_scores`);
+        results: the results with the hand scores merged in (:func:`autograder.instructor.manual.apply_manual_scores`);
             the autograder's own scores are read from ``<out>/results``.
         late: ``result -> (days late, points off, the rule as words)``, or None where no late policy
             is known (the days are then not shown).
@@ -502,7 +498,7 @@ def refresh_grade_headers(out_dir: Path | str, results, late=None) -> int:
     Returns:
         How many pages changed.
     """
-    from autograder.results import load_results
+    from autograder.core.results import load_results
 
     automatic = {(r.learner, r.assignment): r.score for r in load_results(out_dir) if r.graded}
     changed = 0
@@ -520,13 +516,13 @@ def refresh_grade_headers(out_dir: Path | str, results, late=None) -> int:
 
 def rewrite_pages(out_dir: Path | str, result, edit) -> int:
     """Apply ``edit(page, relative_path)`` to each feedback page of ``result`` (an
-    :class:`autograder.results.GradeResult`) and write back the pages it changed (atomically); ``edit``
+    :class:`autograder.core.results.GradeResult`) and write back the pages it changed (atomically); ``edit``
     returns the new text, or None to leave the page alone. A page that cannot be read is skipped.
 
     Returns:
         How many pages were rewritten.
     """
-    from autograder.results import write_atomically
+    from autograder.core.results import write_atomically
 
     changed = 0
     for relative in result.feedback:
@@ -543,28 +539,6 @@ def rewrite_pages(out_dir: Path | str, result, edit) -> int:
 
 
 def _readable(iso: str) -> str:
-    from autograder.submissions import readable_time
+    from autograder.engine.submissions import readable_time
 
     return readable_time(iso) if iso else ""
-
-
-class HideHiddenTests(Preprocessor):
-    """nbconvert preprocessor: remove hidden tests and their tracebacks from nbgrader's feedback."""
-
-    enabled = Bool(True, help="Whether to hide hidden tests").tag(config=True)
-
-    # nbgrader spells these "delimeter"; the same names keep one config key for both preprocessors.
-    begin_test_delimeter = Unicode("BEGIN HIDDEN TESTS", help="Opens a hidden region").tag(config=True)
-    end_test_delimeter = Unicode("END HIDDEN TESTS", help="Closes a hidden region").tag(config=True)
-
-    def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple[NotebookNode, dict]:
-        """Strip the hidden region of one cell and shorten its error tracebacks."""
-        if cell.cell_type != "code":
-            return cell, resources
-        cell.source, removed = strip_hidden_region(cell.source, self.begin_test_delimeter,
-                                                   self.end_test_delimeter)
-        if removed:
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
-        return cell, resources

@@ -11,9 +11,9 @@ Three kinds of process take part:
   warms those modules, then waits on a Unix socket in a folder only the grader's user can enter.
   It never runs learner code, never imports the reference library (:mod:`transformer_core`),
   starts no thread and no zmq context (fork copies only the calling thread), and holds no learner
-  data: it receives the path of a kernel's :class:`autograder.sandbox.KernelSpec` and forks.
+  data: it receives the path of a kernel's :class:`autograder.engine.sandbox.KernelSpec` and forks.
 - **a fresh process per notebook**, forked from the server, which builds exactly the sandbox of a
-  cold kernel through :func:`autograder.sandbox.launch` (namespaces, private root with the mounts,
+  cold kernel through :func:`autograder.engine.sandbox.launch` (namespaces, private root with the mounts,
   init as PID 1, own user id, rlimits, ``no_new_privs``, sealed sockets) and then, instead of
   starting a new interpreter, runs ipykernel in the forked process with the kernel's own
   environment, arguments and ``sys.path``. Nothing of one notebook's kernel can reach the next:
@@ -26,7 +26,7 @@ Three kinds of process take part:
   the kernel's exit status, so that ``KernelManager``'s start, interrupt, kill and ``is_alive``
   work unchanged.
 
-The server also forks each job slot's **referee** (``autograder/referee.py``, when the server is
+The server also forks each job slot's **referee** (``autograder/engine/referee.py``, when the server is
 running): outside the sandbox, as the grader's user, under the referee's memory limit, through a
 relay as well (its stdin/stdout are the grader's pipes). A referee is trusted; it comes from the
 same untouched template as the kernels, which cannot write into it. It is ready in milliseconds
@@ -39,7 +39,7 @@ namespace with its init; a relay that goes away (``KernelManager`` kills it) mak
 its kernel.
 
 Where fork cannot be used (not Linux), or the server cannot start, the grader starts cold kernels
-as before (:data:`autograder.sandbox.KERNEL_BOOTSTRAP` in a new interpreter); set
+as before (:data:`autograder.engine.sandbox.KERNEL_BOOTSTRAP` in a new interpreter); set
 ``AUTOGRADER_COLD_KERNELS=1`` to ask for them.
 
 This file is also run as a script (the relay): its top level imports only the standard library.
@@ -180,7 +180,7 @@ class _Kernel:
 
 def serve(folder: str) -> None:
     """The server: warm up, then fork a kernel for each relay that connects; never returns."""
-    sandbox = sys.modules.get("_autograder_sandbox") or __import__("autograder.sandbox", fromlist=["launch"])
+    sandbox = sys.modules.get("_autograder_sandbox") or __import__("autograder.engine.sandbox", fromlist=["launch"])
     # No PR_SET_PDEATHSIG here: it fires when the *thread* that started the server ends (the grader
     # starts it from a worker thread). The grader holds the only write end of our stdin, so the
     # end of file on it is the grader's end, however it ends.
@@ -358,7 +358,7 @@ def _child(sandbox, spec, connection_file: str, fds: list[int], sockets: list[so
 
 
 def _referee_child(spec: dict, fds: list[int], sockets: list[socket.socket]) -> None:
-    """A forked referee (``autograder/referee.py``, trusted: no sandbox): the relay's streams, its
+    """A forked referee (``autograder/engine/referee.py``, trusted: no sandbox): the relay's streams, its
     memory limit, the grading package on the path, fresh random seeds; never returns."""
     code = 1
     try:
@@ -388,7 +388,7 @@ def _referee_child(spec: dict, fds: list[int], sockets: list[socket.socket]) -> 
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
         source = importlib.util.spec_from_file_location("_autograder_referee",
-                                                        os.path.join(spec["path"], "autograder", "referee.py"))
+                                                        os.path.join(spec["path"], "autograder", "engine", "referee.py"))
         referee = importlib.util.module_from_spec(source)
         sys.modules["_autograder_referee"] = referee
         source.loader.exec_module(referee)
@@ -482,7 +482,7 @@ class ForkServer:
         None if it cannot run here (see :attr:`failure`).
 
         Args:
-            environment: the kernels' environment (:func:`autograder.sandbox.kernel_environment`):
+            environment: the kernels' environment (:func:`autograder.engine.sandbox.kernel_environment`):
                 the server imports its modules under it, as a cold kernel would.
         """
         with self.lock:
@@ -505,7 +505,7 @@ class ForkServer:
         import time
         from pathlib import Path
 
-        from autograder import sandbox
+        from autograder.engine import sandbox
 
         self.stop()
         self.folder = tempfile.mkdtemp(prefix="autograder-fork-")
@@ -557,7 +557,7 @@ def relay_command(socket_path: str, spec_path: str) -> list[str]:
 
 def referee_command(socket_path: str, memory_mb: int) -> list[str]:
     """The command that starts a referee forked from the server (see :func:`_referee_child`)."""
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), "--referee", socket_path, str(int(memory_mb)),
             package_parent]
 

@@ -1,11 +1,11 @@
 """Grading one submission: rebuild it on the plan, run it in the sandbox, score it, write its feedback.
 
-The pipeline for one submission: :func:`autograder.plan.assemble` rebuilds each notebook on the
-instructor's plan; a sandboxed kernel (:mod:`autograder.sandbox`, :mod:`autograder.runner`) runs the
-learner's cells while the job slot's referee (:mod:`autograder.referee`) runs every test cell and
+The pipeline for one submission: :func:`autograder.engine.plan.assemble` rebuilds each notebook on the
+instructor's plan; a sandboxed kernel (:mod:`autograder.engine.sandbox`, :mod:`autograder.engine.runner`) runs the
+learner's cells while the job slot's referee (:mod:`autograder.engine.referee`) runs every test cell and
 decides its verdict (:func:`run_notebook`); :func:`grade_submission` turns the verdicts into points
-and writes the feedback page (:mod:`autograder.feedback`). The batch around it is
-:mod:`autograder.batch`.
+and writes the feedback page (:mod:`autograder.engine.feedback`). The batch around it is
+:mod:`autograder.engine.batch`.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from autograder.answers import save_answers
-from autograder.disclosure import after_hidden_cell, runs_after_hidden_code, shown_test_reason
-from autograder.mounts import kernel_library
-from autograder.notebooks import NotebookError, clean_text, read_notebook
-from autograder.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
-from autograder.policy import enforce
-from autograder.results import GRADED, GradeResult, feedback_folder, one_line, path_name, write_atomically
-from autograder.sandbox import Limits
-from autograder.submissions import Submission
+from autograder.core.files import NotebookError, clean_text, read_notebook
+from autograder.core.limits import Limits
+from autograder.core.results import GRADED, GradeResult, feedback_folder, one_line, path_name, write_atomically
+from autograder.engine.answers import save_answers
+from autograder.engine.disclosure import after_hidden_cell, runs_after_hidden_code, shown_test_reason
+from autograder.engine.mounts import kernel_library
+from autograder.engine.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
+from autograder.engine.policy import enforce
+from autograder.engine.submissions import Submission
 from course_runtime.language import notebook_language, translate_message
 
 RELEASE_REQUEST = '{"op": "release"}'
@@ -53,12 +53,13 @@ def fingerprint(submission: Submission, plan: AssignmentPlan | None) -> str:
 async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limits) -> list:
     """Run the cells of one rebuilt notebook; return one outcome per cell (None: not executed).
 
-    Test cells do not run in the kernel: the referee runs them (see :mod:`autograder.referee`) and
+    Test cells do not run in the kernel: the referee runs them (see :mod:`autograder.engine.referee`) and
     calls into the kernel for the learner's code; the kernel runs every other code cell. Once a hidden
     test has called the learner's code, a failure is reported in words the learner's code cannot
-    choose (:mod:`autograder.disclosure`); its outputs reach the instructor's log only.
+    choose (:mod:`autograder.engine.disclosure`); its outputs reach the instructor's log only.
     """
-    from autograder.runner import AgentError, CellOutcome, KernelStopped
+    from autograder.core.outcomes import CellOutcome
+    from autograder.engine.runner import AgentError, KernelStopped
 
     await referee.start_notebook(imports)
     outcomes: list = []
@@ -128,11 +129,11 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         limits: the resource limits.
         slot: the job slot, which picks the kernel's user id.
         catalogue_ids: every assignment's grade ids, to name the assignment of a wrong notebook.
-        referee: the :class:`autograder.referee.RefereeProcess` of this job slot.
+        referee: the :class:`autograder.engine.referee.RefereeProcess` of this job slot.
     """
-    from autograder.feedback import render_feedback, submitted_outputs
-    from autograder.referee import RefereeError
-    from autograder.runner import KernelStopped, SandboxedKernel
+    from autograder.engine.feedback import render_feedback, submitted_outputs
+    from autograder.engine.referee import RefereeError
+    from autograder.engine.runner import KernelStopped, SandboxedKernel
 
     start = time.perf_counter()
     result = GradeResult(clean_text(submission.student), submission.assignment, status="",
@@ -231,7 +232,7 @@ def refusal_flag(names: tuple[str, ...]) -> str:
 
 
 def write_pages(out_dir: Path, submission: Submission, pages: dict[str, str]) -> list[str]:
-    """Write one submission's feedback pages into its folder (:func:`autograder.results.feedback_folder`),
+    """Write one submission's feedback pages into its folder (:func:`autograder.core.results.feedback_folder`),
     remove pages an earlier run left there (a notebook since renamed, a "not graded" page) and
     return the pages' paths relative to ``out_dir``."""
     folder = feedback_folder(out_dir, submission.learner, submission.assignment)
@@ -271,7 +272,7 @@ def write_run_log(out_dir: Path, submission: Submission, notebook: str, cells, o
 def write_status_page(out_dir: Path, submission: Submission, result: GradeResult) -> None:
     """Give a submission that could not be graded a feedback page that says why and what to submit
     again (``not-graded.html``), and list it in ``result.feedback``; never raises."""
-    from autograder.feedback import status_page
+    from autograder.engine.feedback import status_page
 
     try:
         page = status_page(student=clean_text(submission.learner), assignment=submission.assignment,

@@ -9,7 +9,7 @@ those import; an assignment that builds on nothing (02, 03, 04, ...) gets no ref
 
 The set is computed from the instructor's notebooks, never written by hand, so it cannot drift from
 what the notebooks use. What learner code may *name* is decided separately, on its source, by
-:mod:`autograder.policy`.
+:mod:`autograder.engine.policy`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import functools
 import re
 from pathlib import Path
 
-from autograder.plan import FREE, LOCKED, TEST, AssignmentPlan
+from autograder.engine.plan import FREE, LOCKED, TEST, AssignmentPlan
 
 LIBRARY = "transformer_core"
 _BUILD_CALL = re.compile(r"""\bbuild\(\s*["'](transformer_core(?:\.\w+)+)["']""")

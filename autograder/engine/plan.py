@@ -35,8 +35,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.nbgrader_config import CODE_STUB, TEXT_STUB
-from autograder.notebooks import NotebookError, read_notebook
+from autograder.core.files import CODE_STUB, TEXT_STUB
+from autograder.core.files import NotebookError, read_notebook
 
 TEST, SOLUTION, MANUAL, TASK, LOCKED, FREE = "test", "solution", "manual", "task", "locked", "free"
 DEMO = "demo"  # a course cell without nbgrader metadata, tagged "demo": learners run it, the grader skips it
@@ -46,7 +46,7 @@ SOLUTION_BEGIN, SOLUTION_END = "BEGIN SOLUTION", "END SOLUTION"
 HIDDEN_NOTE = "# Hidden tests ran here; they are not shown in feedback."
 # The released exercises as a wheel of the course package ships them (pyproject.toml maps the
 # repository's exercises/ to the package autograder.exercises); absent in a source checkout.
-PACKAGED_EXERCISES = Path(__file__).resolve().parent / "exercises"
+PACKAGED_EXERCISES = Path(__file__).resolve().parents[1] / "exercises"
 
 
 class PlanError(Exception):
@@ -176,7 +176,7 @@ class NotebookPlan:
     def imports(self) -> list[str]:
         """The import statements of the instructor's own code cells: the referee runs them before the
         tests, so a test sees ``torch``, ``nn`` or ``math`` as the course imported them."""
-        from autograder.referee import import_statements
+        from autograder.engine.cells import import_statements
 
         return [statement for c in self.cells if c.kind in (FREE, LOCKED) and c.cell_type == "code"
                 for statement in import_statements(c.source)]

@@ -24,7 +24,7 @@ A solution cell that breaks a rule is not run: the released stub runs in its pla
 tests earn nothing, and the feedback names the line and the rule; every other cell is graded as
 usual. A learner's own extra cell that breaks a rule is not run either, and an edited course cell
 falls back to the course's version; a course cell as any edition or tagged release shipped it is the
-course's (:meth:`autograder.plan.NotebookPlan.is_course_source`). ``validate`` runs the same check.
+course's (:meth:`autograder.engine.plan.NotebookPlan.is_course_source`). ``validate`` runs the same check.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
-import re
 import sys
 import types
 import warnings
@@ -41,7 +40,8 @@ from dataclasses import dataclass, field
 from course_runtime.checked_builtins import ALLOWED_MODULES, HARMLESS_DUNDERS, INTERNAL_ATTRIBUTES, module_allowed
 from course_runtime.errors import advice, shortcut_message
 
-from autograder.plan import FREE, LOCKED, MANUAL, SOLUTION, TEST, Assembly, NotebookPlan, PlanError, RunCell
+from autograder.engine.cells import only_commands, parse_cell
+from autograder.engine.plan import FREE, LOCKED, MANUAL, SOLUTION, TEST, Assembly, NotebookPlan, PlanError, RunCell
 
 # Parts of allowed packages that run code from data, load compiled code, start processes or reach
 # below the guard (each a prefix of a dotted name).
@@ -153,7 +153,7 @@ def _guard_calls(tree: ast.AST, env: dict) -> list[tuple[tuple[str, ...], str | 
 
 def _bindings(source: str) -> dict[str, str]:
     """Names bound by the imports of a piece of source: ``{"F": "torch.nn.functional", ...}``."""
-    tree = _parse(source)
+    tree = parse_cell(source)
     found: dict[str, str] = {}
     for node in ast.walk(tree) if isinstance(tree, ast.Module) else ():
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -184,7 +184,7 @@ def read_policy(plan: NotebookPlan) -> Policy:
         elif cell.kind == TEST:
             if since_last_test:
                 current, since_last_test = since_last_test, []
-            tree = _parse(cell.source)
+            tree = parse_cell(cell.source)
             if not isinstance(tree, ast.Module):
                 continue
             for statement in tree.body:
@@ -211,44 +211,6 @@ def read_policy(plan: NotebookPlan) -> Policy:
 
 
 # IPython syntax: a line magic, a shell escape or a cell magic, on its own or assigned to a name.
-_MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?:(?P<target>[A-Za-z_][\w, ]*)=[ \t]*)?(?:%|!)")
-# The longest cell the grader reads as code: far beyond any honest answer, small enough that parsing
-# it cannot cost the trusted process more than a few hundred MB.
-MAX_CELL_CHARS = 200_000
-
-
-def _python_source(source: str) -> str:
-    """A cell's source with every IPython magic or shell line replaced by the call it stands for,
-    ``get_ipython()`` (line numbers kept), so that the rules see it as dynamic code. Done here, not
-    with IPython's own transformer, so that a learner's ``validate`` needs nothing beyond the base
-    dependencies."""
-    lines = source.split("\n")
-    if lines and lines[0].lstrip().startswith("%%"):
-        return "\n".join(["get_ipython()"] + [""] * (len(lines) - 1))
-    out = []
-    for line in lines:
-        match = _MAGIC_LINE.match(line)
-        if match:
-            target = f"{match['target'].strip()} = " if match["target"] else ""
-            line = f"{match['indent']}{target}get_ipython()"
-        out.append(line)
-    return "\n".join(out)
-
-
-def _parse(source: str) -> ast.Module | SyntaxError:
-    """The syntax tree of a cell (magics as ``get_ipython()``), or a SyntaxError saying why there is
-    none: a cell that is not Python (IPython would still run some, such as ``>>>`` prompt lines), is
-    too long, or nests too deeply for the parser is not run."""
-    if len(source) > MAX_CELL_CHARS:
-        return SyntaxError(f"the cell has {len(source):,} characters, more than graded code may have "
-                           f"({MAX_CELL_CHARS:,})")
-    try:
-        return ast.parse(_python_source(source))
-    except SyntaxError as error:
-        return error
-    except (ValueError, RecursionError, MemoryError) as error:   # a null byte; nesting deeper than the parser goes
-        return SyntaxError(str(error) or type(error).__name__)
-
 
 def _root(dotted: str) -> str:
     return dotted.split(".")[0]
@@ -714,7 +676,7 @@ def judge_cells(policy: Policy, cells: list[tuple[str | None, str]]
         refers to, which costs the part's tests only if it runs while they do (the kernel's guard sees
         that), for ``validate`` to tell the learner in advance.
     """
-    trees = [_parse(source) for _, source in cells]
+    trees = [parse_cell(source) for _, source in cells]
     parsed = [tree if isinstance(tree, ast.Module) else ast.Module(body=[], type_ignores=[]) for tree in trees]
     program = _Program(parsed, policy.provided)
     checker = _Checker(policy, program, _lists_per_cell(policy, cells, trees))
@@ -737,13 +699,6 @@ def check_cells(policy: Policy, cells: list[tuple[str | None, str]]) -> dict[int
     return judge_cells(policy, cells)[0]
 
 
-def _only_commands(source: str) -> bool:
-    """Whether a cell holds only shell escapes and line magics (``!python -m autograder validate ...``,
-    ``%pip install ...``) and comments: a command the learner ran, which grading skips without a flag."""
-    lines = [line.strip() for line in source.split("\n") if line.strip() and not line.strip().startswith("#")]
-    return bool(lines) and all(line[0] in "!%" and not line.startswith("%%") for line in lines)
-
-
 def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None) -> list[str]:
     """Judge the learner's cells of ``assembly`` and keep the ones that break a rule from running.
 
@@ -757,7 +712,7 @@ def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None
     policy = policy or read_policy(plan)
     by_key = {c.key: c for c in plan.cells}
     commands = [i for i, cell in enumerate(assembly.cells)
-                if cell.origin == "yours" and cell.key is None and _only_commands(cell.source)]
+                if cell.origin == "yours" and cell.key is None and only_commands(cell.source)]
     for index in reversed(commands):                   # `!python -m autograder validate ...` on Colab: not code
         del assembly.cells[index]
     learner = [(i, cell) for i, cell in enumerate(assembly.cells)

@@ -1,6 +1,6 @@
 """The referee: the trusted process that runs the tests and decides every verdict.
 
-A learner's code runs in a sandboxed kernel (:mod:`autograder.runner`). The tests do not: each test
+A learner's code runs in a sandboxed kernel (:mod:`autograder.engine.runner`). The tests do not: each test
 cell, visible and hidden parts together, runs here, in a separate process the learner's code cannot
 reach, started by the grader. A name the test uses but does not define (``attention``, ``answer_q1``,
 ``SelfAttention``) is looked up in the learner's kernel and comes back as data or as a proxy
@@ -295,16 +295,6 @@ class RefereeError(Exception):
     """The referee itself failed (not the learner's code); the submission should be graded again."""
 
 
-def import_statements(source: str) -> list[str]:
-    """The top-level ``import`` statements of a notebook cell (magics and shell lines ignored)."""
-    lines = [line for line in source.split("\n") if not line.lstrip().startswith(("%", "!"))]
-    try:
-        tree = ast.parse("\n".join(lines))
-    except SyntaxError:
-        return []
-    return [ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
-
-
 class RefereeProcess:
     """The grader's end of one referee process, started on first use and restarted when needed.
 
@@ -322,20 +312,20 @@ class RefereeProcess:
 
     async def _ensure(self) -> asyncio.subprocess.Process:
         if self.process is None or self.process.returncode is not None:
-            package_parent = str(Path(__file__).resolve().parent.parent)
+            package_parent = str(Path(__file__).resolve().parents[2])
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(
                 [package_parent, *filter(None, [os.environ.get("PYTHONPATH")])]),
                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
                 "TQDM_DISABLE": "1", "MPLBACKEND": "Agg"}
-            from autograder import forkserver
-            from autograder.runner import fork_server_socket
+            from autograder.engine import forkserver
+            from autograder.engine.runner import fork_server_socket
 
             # Forked from the grading run's fork server (torch and the checks already loaded: ready in
             # milliseconds once the server has warmed up, which the pre-flight waits for anyway; see
-            # autograder/forkserver.py), else a new process.
+            # autograder/engine/forkserver.py), else a new process.
             server = await asyncio.to_thread(fork_server_socket)
             command = (forkserver.referee_command(server, self.memory_mb) if server
-                       else [sys.executable, "-m", "autograder.referee"])
+                       else [sys.executable, "-m", "autograder.engine.referee"])
             self.process = await asyncio.create_subprocess_exec(
                 *command, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
@@ -375,14 +365,15 @@ class RefereeProcess:
             raise RefereeError(f"the notebook's imports failed in the referee: {reply['error']}")
 
     async def run_test(self, source: str, kernel, timeout: float):
-        """Run one test cell against ``kernel``; return its :class:`autograder.runner.CellOutcome`
+        """Run one test cell against ``kernel``; return its :class:`autograder.engine.runner.CellOutcome`
         (``refused``: the names switched off by the guards under which the kernel refused a built-in).
 
         Raises:
             KernelStopped: the kernel died during the test (the test has failed).
             RefereeError: the referee failed.
         """
-        from autograder.runner import AgentError, CellOutcome, KernelStopped
+        from autograder.core.outcomes import CellOutcome
+        from autograder.engine.runner import AgentError, KernelStopped
 
         deadline = time.monotonic() + timeout
         await self._send({"type": "test", "source": source})

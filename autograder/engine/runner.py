@@ -1,7 +1,7 @@
 """Running code in a sandboxed kernel and observing, from outside, how each cell ended.
 
-:class:`SandboxedKernel` starts an IPython kernel through :mod:`autograder.sandbox` (forked from the
-run's fork server, :data:`FORK_SERVER`, where the platform allows: see :mod:`autograder.forkserver`)
+:class:`SandboxedKernel` starts an IPython kernel through :mod:`autograder.engine.sandbox` (forked from the
+run's fork server, :data:`FORK_SERVER`, where the platform allows: see :mod:`autograder.engine.forkserver`)
 and talks to it over Unix sockets; :data:`STATS` counts kernels and requests.
 :meth:`SandboxedKernel.run` sends one cell and returns a :class:`CellOutcome`: its status comes from the kernel's ``execute_reply`` (never from printed text), its outputs are
 reduced to text and capped, a cell that outlives its time limit is interrupted (and the kernel
@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from queue import Empty
 
@@ -42,9 +42,11 @@ from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.kernelspec import KernelSpec as JupyterKernelSpec
 from jupyter_client.manager import AsyncKernelManager
 
-from autograder import forkserver, sandbox
-from autograder.notebooks import clean_text
-from autograder.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, SEALED, KernelSpec, Limits
+from autograder.core.files import clean_text
+from autograder.core.limits import Limits
+from autograder.core.outcomes import CellOutcome
+from autograder.engine import forkserver, sandbox
+from autograder.engine.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, SEALED, KernelSpec
 from course_runtime.agent import REPLY_TYPE, REQUEST_TYPE
 
 # The largest message the grader accepts from a kernel; a bigger one is refused, not buffered.
@@ -74,7 +76,7 @@ _SIGNAL_REASONS = {signal.SIGKILL: "it was killed (SIGKILL)", signal.SIGXCPU: "i
 STATS = {"kernels": 0, "warm_kernels": 0, "requests": 0}
 # Numbers the kernels' cgroups of this grading process (see :meth:`SandboxedKernel._make_cgroup`).
 _CGROUP_NUMBERS = itertools.count()
-# The fork server of this grading process (see :mod:`autograder.forkserver`), shared by its job slots.
+# The fork server of this grading process (see :mod:`autograder.engine.forkserver`), shared by its job slots.
 FORK_SERVER = forkserver.ForkServer()
 atexit.register(FORK_SERVER.stop)
 
@@ -85,7 +87,7 @@ class KernelStopped(Exception):
 
 def fork_server_socket() -> str | None:
     """The socket of this process's fork server, starting it if needed (this blocks while it warms
-    up); None where warm processes cannot be used (see :func:`autograder.forkserver.available`)."""
+    up); None where warm processes cannot be used (see :func:`autograder.engine.forkserver.available`)."""
     if forkserver.available() is not None:
         return None
     scratch = Path(tempfile.gettempdir())  # the server replaces the per-kernel folders with its own
@@ -176,33 +178,6 @@ class _CountedChannel(AsyncZMQSocketChannel):
         return _deserialize(self.session, frames)
 
 
-@dataclass
-class CellOutcome:
-    """How one cell ended.
-
-    Attributes:
-        status: ``"ok"``, ``"error"`` (an exception), ``"timeout"`` (interrupted at its time limit),
-            ``"stopped"`` (the kernel died or was stopped during it) or ``"not run"``.
-        reason: for anything but ``"ok"``, one line saying why, e.g. ``"AssertionError: ..."``.
-        outputs: ``{"kind": "stdout"|"stderr"|"result"|"error", "text": ...}`` in order, capped.
-        seconds: wall time of the cell.
-        refused: for a test cell, the names its guards switched off when the kernel's guard refused a
-            built-in the learner's code reached (set by the referee from the test's own guards, never
-            from the kernel's text); the grader flags them for the instructor.
-    """
-
-    status: str
-    reason: str = ""
-    outputs: list[dict] = field(default_factory=list)
-    seconds: float = 0.0
-    refused: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Whether the cell ran to the end without an exception."""
-        return self.status == "ok"
-
-
 class _Collector:
     """The outputs of one execution, reduced to text and capped at ``limit`` characters."""
 
@@ -277,11 +252,11 @@ class SandboxedKernel:
         workdir: a fresh folder of the grader's for this kernel (connection file, sockets, log).
         limits: the resource limits.
         slot: the job slot (0 .. jobs-1), which picks the kernel's user id.
-        library: the reference modules the kernel may import (:func:`autograder.mounts.kernel_library`);
+        library: the reference modules the kernel may import (:func:`autograder.engine.mounts.kernel_library`);
             with isolation, only their files of ``transformer_core`` are mounted.
-        warm: fork the kernel from this process's fork server (:mod:`autograder.forkserver`), in the
+        warm: fork the kernel from this process's fork server (:mod:`autograder.engine.forkserver`), in the
             same sandbox; default: where the platform allows it. Otherwise, or if the server cannot
-            start, a new interpreter starts the kernel (:data:`autograder.sandbox.KERNEL_BOOTSTRAP`).
+            start, a new interpreter starts the kernel (:data:`autograder.engine.sandbox.KERNEL_BOOTSTRAP`).
     """
 
     def __init__(self, workdir: Path, limits: Limits, slot: int, *, library: tuple[str, ...] = (),
@@ -368,7 +343,7 @@ class SandboxedKernel:
         self.deadline = time.monotonic() + self.limits.notebook_timeout
 
     def _make_cgroup(self) -> str:
-        """The kernel's own memory cgroup (see :func:`autograder.sandbox.make_cgroup`); "" where
+        """The kernel's own memory cgroup (see :func:`autograder.engine.sandbox.make_cgroup`); "" where
         there is none, and then the memory limit applies to each of its processes alone."""
         try:
             self.cgroup = sandbox.make_cgroup(f"autograder-{os.getpid()}-{self.slot}-{next(_CGROUP_NUMBERS)}",
@@ -408,7 +383,7 @@ class SandboxedKernel:
 
     async def _wait_until_sealed(self) -> None:
         """Wait for the sandbox to make the shared folder read-only for the kernel (see
-        :mod:`autograder.sandbox`); no learner code is sent before, so none can swap its sockets."""
+        :mod:`autograder.engine.sandbox`); no learner code is sent before, so none can swap its sockets."""
         deadline = time.monotonic() + self.limits.startup_timeout
         while SEALED.encode() not in (self.workdir / "kernel.log").read_bytes()[:4096]:
             if time.monotonic() > deadline or not await self._alive():

@@ -2,7 +2,7 @@
 
 The grader starts each kernel through :func:`launch`, given a JSON :class:`KernelSpec`: forked from
 the grading run's fork server, which has loaded torch and ipykernel already (a warm kernel, see
-:mod:`autograder.forkserver`), or as ``python -m autograder.sandbox SPEC CONNECTION_FILE`` (a cold
+:mod:`autograder.engine.forkserver`), or as ``python -m autograder.engine.sandbox SPEC CONNECTION_FILE`` (a cold
 one, where fork cannot be used). Either way :func:`launch` builds the same sandbox, applies the
 limits and then runs ipykernel (in the forked process, or a new interpreter).
 
@@ -27,7 +27,7 @@ With **full isolation** (Linux, run as root: a course server or a container) the
 Elsewhere (macOS, or Linux without root) only the rlimits, a fresh working folder and a minimal
 environment apply; :func:`isolation_warnings` says what is missing, and the grader prints it at
 start-up. The kernel imports the grading agent (:mod:`course_runtime.agent`) before any learner
-code runs; the tests themselves never run in the kernel (see ``autograder/referee.py``).
+code runs; the tests themselves never run in the kernel (see ``autograder/engine/referee.py``).
 """
 
 from __future__ import annotations
@@ -41,8 +41,13 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the launcher runs without the grading package (see forkserver.SERVER_MODULES)
+    from autograder.core.limits import Limits
 
 LEARNER_HOME = "/home/learner"
 # Unprivileged user ids for kernels: one per concurrent job, offset by the grader's PID so that two
@@ -72,45 +77,6 @@ _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _MNT_DETACH = 2
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "ppc64le": 203, "s390x": 217}
-
-
-@dataclass
-class Limits:
-    """What one submission may use.
-
-    Attributes:
-        cell_timeout: wall seconds one cell may run; then the kernel is interrupted (and stopped if
-            it does not respond), the cell fails and grading goes on.
-        notebook_timeout: wall seconds for the whole notebook; cells after it are not run.
-        memory_mb: address space of the kernel process, in MiB (``RLIMIT_AS``).
-        processes: processes and threads the kernel's user may have (``RLIMIT_NPROC``); enforced
-            per kernel only with full isolation.
-        file_mb: largest file the kernel may write, in MiB (``RLIMIT_FSIZE``); with full isolation
-            all its files together live in a tmpfs of ``disk_mb``.
-        disk_mb: size of the kernel's private file system (full isolation only).
-        output_chars: characters of output kept per cell for feedback; the rest is dropped.
-        startup_timeout: seconds the kernel may take to start.
-        message_mb: MiB of messages (output, answers) the kernel may send per notebook; then it
-            is stopped.
-        messages: how many messages the kernel may send per notebook; then it is stopped.
-    """
-
-    cell_timeout: float = 120.0
-    notebook_timeout: float = 600.0
-    memory_mb: int = 4096
-    processes: int = 64
-    file_mb: int = 64
-    disk_mb: int = 256
-    output_chars: int = 20_000
-    startup_timeout: float = 120.0
-    message_mb: int = 256
-    messages: int = 200_000
-
-    def check(self) -> None:
-        """Raise ``ValueError`` naming the first limit that is not positive."""
-        for name, value in asdict(self).items():
-            if value <= 0:
-                raise ValueError(f"the limit {name} must be positive, got {value}")
 
 
 @dataclass
@@ -235,8 +201,8 @@ def readable_roots() -> list[str]:
 def library_mounts(library: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """``(hidden, files)``: the reference library's folder, which the sandbox covers with an empty
     read-only tmpfs (it may lie inside a mounted site-packages), and the files of the modules in
-    ``library`` mounted back into it (none for most assignments: see :mod:`autograder.mounts`)."""
-    from autograder.mounts import library_files
+    ``library`` mounted back into it (none for most assignments: see :mod:`autograder.engine.mounts`)."""
+    from autograder.engine.mounts import library_files
 
     import transformer_core
 
@@ -531,7 +497,7 @@ def _zombie(pid: str) -> bool:
 def _init(spec: KernelSpec, connection_file: str, start_kernel) -> None:
     """PID 1 of the sandbox: build it, start the kernel, reap, forward signals; never returns."""
     libc = _libc()
-    limits = Limits(**spec.limits)
+    limits = SimpleNamespace(**spec.limits)
     status = 1
     try:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -584,10 +550,10 @@ def launch(spec: KernelSpec, connection_file: str, start_kernel=exec_kernel) -> 
         connection_file: the kernel's connection file.
         start_kernel: called as ``start_kernel(spec, connection_file)`` in the kernel's process once
             the sandbox, the user id and the limits are in place; never returns. Default: a new
-            interpreter (:func:`exec_kernel`); the fork server (:mod:`autograder.forkserver`) runs
+            interpreter (:func:`exec_kernel`); the fork server (:mod:`autograder.engine.forkserver`) runs
             ipykernel in the forked process instead.
     """
-    limits = Limits(**spec.limits)
+    limits = SimpleNamespace(**spec.limits)
     if sys.platform == "linux":  # die with the grader (or the fork server), even if it is killed
         _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if spec.cgroup:
@@ -619,10 +585,10 @@ def launch(spec: KernelSpec, connection_file: str, start_kernel=exec_kernel) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m autograder.sandbox SPEC.json CONNECTION_FILE``: the kernel command the grader uses."""
+    """``python -m autograder.engine.sandbox SPEC.json CONNECTION_FILE``: the kernel command the grader uses."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m autograder.sandbox SPEC.json CONNECTION_FILE", file=sys.stderr)
+        print("usage: python -m autograder.engine.sandbox SPEC.json CONNECTION_FILE", file=sys.stderr)
         sys.exit(2)
     spec = KernelSpec(**json.loads(Path(args[0]).read_text(encoding="utf-8")))
     launch(spec, args[1])

@@ -5,7 +5,7 @@
 ``<student>_<id>_<id>_<file>`` and Moodle's ``<Full Name>_<id>_assignsubmission_file_`` folders
 included); :func:`extract_zip` unpacks an LMS zip safely first. What cannot be graded keeps a
 ``problem``; an entry that cannot even be read becomes a submission with that problem, so one bad
-entry never stops the batch. Next step: :mod:`autograder.grade_one`.
+entry never stops the batch. Next step: :mod:`autograder.engine.grade_one`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autograder.course import UsageError, assignment_notebooks, list_assignments
-from autograder.notebooks import MAX_NOTEBOOK_BYTES, REPO_ROOT, NotebookError, clean_text, read_notebook
-from autograder.results import learner_key, one_line
+from autograder.core.errors import UsageError
+from autograder.core.files import MAX_NOTEBOOK_BYTES, REPO_ROOT, NotebookError, clean_text, read_notebook
+from autograder.core.files import assignment_notebooks, list_assignments
+from autograder.core.results import learner_key, one_line
 
 ALL = "all"
 ZIP_MAX_BYTES = 2 * 1024 ** 3
@@ -411,7 +412,7 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
     ``<student>/<assignment>/<notebook>.ipynb`` folders. Names starting with ``.`` or ``__`` are
     skipped; Canvas file prefixes and Moodle folder suffixes are removed from student ids. Loose
     notebooks are assigned by their name or, failing that, by their grade ids. (Zips are extracted
-    by :func:`autograder.batch.grade` first.)
+    by :func:`autograder.engine.batch.grade` first.)
 
     Raises:
         UsageError: if the path does not exist, is not a notebook or folder, holds no notebooks, or

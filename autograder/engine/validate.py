@@ -1,6 +1,6 @@
 """``python -m autograder validate``: a learner's own check, with the visible tests only.
 
-The notebook is rebuilt and run exactly as :mod:`autograder.grade_one` grades it, against the
+The notebook is rebuilt and run exactly as :mod:`autograder.engine.grade_one` grades it, against the
 instructor's notebooks when the checkout has them, else against the released exercise
 (:func:`_validation_plan`). It needs neither ``solutions/`` nor nbgrader.
 """
@@ -13,16 +13,16 @@ import re
 import tempfile
 from pathlib import Path
 
-from autograder.course import UsageError
-from autograder.grade_one import in_learners_language, run_notebook
-from autograder.mounts import kernel_library
-from autograder.notebooks import REPO_ROOT, NotebookError, read_notebook
-from autograder.plan import (PACKAGED_EXERCISES, TEST, AssignmentPlan, assemble, load_plan, load_released_plan,
+from autograder.core.errors import UsageError
+from autograder.core.files import REPO_ROOT, NotebookError, read_notebook
+from autograder.core.limits import Limits
+from autograder.core.results import one_line
+from autograder.engine.grade_one import in_learners_language, run_notebook
+from autograder.engine.mounts import kernel_library
+from autograder.engine.plan import (PACKAGED_EXERCISES, TEST, AssignmentPlan, assemble, load_plan, load_released_plan,
                              released_assignments, released_folders)
-from autograder.policy import enforce
-from autograder.results import one_line
-from autograder.sandbox import Limits
-from autograder.submissions import Catalogue, file_grade_ids, lms_file_stem
+from autograder.engine.policy import enforce
+from autograder.engine.submissions import Catalogue, file_grade_ids, lms_file_stem
 
 # What running a notebook needs beyond the base dependencies: (module, distribution, lowest major
 # version); pyproject.toml's `validate` extra installs them.
@@ -90,7 +90,7 @@ def _validation_plan(path: Path, assignment: str | None, root: Path) -> tuple[As
     """The plan a learner's check runs on, and a phrase saying where it came from.
 
     The instructor's notebooks (``<root>/solutions/``) when they hold the assignment; otherwise the
-    released exercise it was made from (:func:`autograder.plan.released_folders`: ``<root>/exercises``,
+    released exercise it was made from (:func:`autograder.engine.plan.released_folders`: ``<root>/exercises``,
     then the copy inside the installed package).
 
     Raises:
@@ -168,8 +168,8 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     limits = limits or Limits()
 
     async def run() -> list:
-        from autograder.referee import RefereeProcess
-        from autograder.runner import SandboxedKernel
+        from autograder.engine.referee import RefereeProcess
+        from autograder.engine.runner import SandboxedKernel
 
         referee = RefereeProcess(limits.memory_mb)
         with tempfile.TemporaryDirectory(prefix="autograder-validate-") as tmp:
@@ -185,8 +185,8 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
                 await kernel.stop()
                 await referee.close()
 
-    from autograder.referee import RefereeError
-    from autograder.runner import KernelStopped, preflight_fix
+    from autograder.engine.referee import RefereeError
+    from autograder.engine.runner import KernelStopped, preflight_fix
 
     try:
         outcomes = asyncio.run(run())
@@ -212,7 +212,7 @@ def _repaired_but_passing(repairs: int, assignment: str, notebook: str, root: Pa
     what to download to see the cells grading uses."""
     relative = f"exercises/{assignment}/{notebook}.ipynb"
     try:
-        from autograder.notebooks import colab_url
+        from autograder.core.repository import colab_url
 
         where = f"{relative} of the course repository, or open {colab_url(relative, root)}"
     except Exception:                                  # no _config.yml (an installed package): name the file

@@ -1,7 +1,7 @@
 """``python -m autograder export``: turn an ``--out`` folder of results into a file an LMS imports.
 
 Reads every result under ``<out>/results`` (merging the instructor's manual-scores file, see
-:mod:`autograder.manual`), matches the learners to a roster, applies a late policy and writes one
+:mod:`autograder.instructor.manual`), matches the learners to a roster, applies a late policy and writes one
 of three CSV formats:
 
 ``canvas``
@@ -60,11 +60,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autograder.course import UsageError
-from autograder.feedback import refresh_grade_headers
-from autograder.manual import merge_manual_scores, squeeze_name
-from autograder.results import GradeResult, cell_columns, write_atomically
-from autograder.safe_output import csv_text
+from autograder.core.errors import UsageError
+from autograder.core.results import GradeResult, cell_columns, write_atomically
+from autograder.core.safe_output import csv_text
+from autograder.engine.feedback import refresh_grade_headers
+from autograder.instructor.manual import merge_manual_scores, squeeze_name
 
 FORMATS = ("canvas", "moodle", "plain")
 MISSING = "missing"
@@ -403,7 +403,7 @@ def saved_policy(out_dir: Path) -> tuple[str, str | None] | None:
 
 
 def lateness(policy: LatePolicy, due: datetime | None):
-    """``result -> (days late, points off, the policy in words)`` for :func:`autograder.feedback.refresh_grade_headers`."""
+    """``result -> (days late, points off, the policy in words)`` for :func:`autograder.engine.feedback.refresh_grade_headers`."""
     words = describe_policy(policy, due)
 
     def late(result: GradeResult) -> tuple[int, float, str]:
@@ -637,7 +637,7 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
             imports as "no grade", clearing a grade entered there).
 
     Raises:
-        UsageError: a bad option, folder or roster; :class:`autograder.manual.ManualScoresError` for
+        UsageError: a bad option, folder or roster; :class:`autograder.instructor.manual.ManualScoresError` for
             a manual-scores file that does not fit the results.
     """
     out_dir = Path(out_dir)

@@ -19,7 +19,7 @@ A manual score fills a cell left to a human (``needs_manual_grade``) or override
 one; the feedback says which ("changed by the instructor"). The score and ``needs_manual_grade``
 are recomputed from the merged cells.
 
-**Hand scores in the output folder.** ``python -m autograder review`` (:mod:`autograder.review`)
+**Hand scores in the output folder.** ``python -m autograder review`` (:mod:`autograder.instructor.review`)
 writes the scores given on its page to ``<out>/hand-scores.csv`` (:data:`HAND_SCORES`: the same
 columns, the learner key and ``<notebook>:<grade_id>``, and the digest of the answer graded).
 Every ``grade``, ``merge`` and ``export`` reads it without being asked (:func:`merge_manual_scores`),
@@ -35,7 +35,7 @@ again replaces the copy (a line deleted from the file takes its score out; the r
 of the previous file that are gone).
 
 Feedback pages carry the instructor's grading between two markers
-(:data:`autograder.feedback.INSTRUCTOR_BEGIN`), so only that section is rewritten when the manual
+(:data:`autograder.engine.feedback.INSTRUCTOR_BEGIN`), so only that section is rewritten when the manual
 scores change: a learner whose submission is resumed (not graded again) still sees new manual scores,
 and nothing is rendered or run again.
 """
@@ -51,9 +51,9 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from autograder.course import UsageError
-from autograder.results import GradeResult, load_results, write_atomically, write_grades_csv
-from autograder.safe_output import csv_text, from_spreadsheet_cell
+from autograder.core.errors import UsageError
+from autograder.core.results import GradeResult, load_results, write_atomically, write_grades_csv
+from autograder.core.safe_output import csv_text, from_spreadsheet_cell
 
 MANUAL_COLUMNS = ("student", "assignment", "grade_id", "points", "comment")
 REQUIRED_COLUMNS = MANUAL_COLUMNS[:4]
@@ -85,7 +85,7 @@ class ManualScore:
     """A manual score matched to a result: which learner, assignment and cell, and what it replaces.
 
     Attributes:
-        learner: the learner key (:attr:`autograder.results.GradeResult.learner`).
+        learner: the learner key (:attr:`autograder.core.results.GradeResult.learner`).
         assignment: the assignment id.
         key: the cell, ``<notebook>:<grade_id>``.
         points: the instructor's points.
@@ -361,7 +361,7 @@ def update_feedback(out_dir: Path | str, merged: list[GradeResult], manual: Manu
     Returns:
         How many pages were rewritten.
     """
-    from autograder.feedback import INSTRUCTOR_BEGIN, rewrite_pages, with_instructor_section
+    from autograder.engine.feedback import INSTRUCTOR_BEGIN, rewrite_pages, with_instructor_section
 
     changed = 0
     for result in merged:
@@ -383,7 +383,7 @@ class HandScore:
     Attributes:
         points: the points.
         comment: the comment for the learner ("" for none).
-        answer: the digest of the answer that was graded (:func:`autograder.review.answer_digest`).
+        answer: the digest of the answer that was graded (:func:`autograder.instructor.review.answer_digest`).
     """
 
     points: float

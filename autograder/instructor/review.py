@@ -10,9 +10,9 @@ Keys: ``j``/``k`` or the arrow keys move between learners, ``n``/``p`` between q
 types the points (a letter typed in the points field is a key again), ``c`` goes to the comment, ``Enter`` saves and moves to the next learner,
 ``Escape`` leaves a field.
 
-The scores go to ``<out>/hand-scores.csv`` (:data:`autograder.manual.HAND_SCORES`), written
+The scores go to ``<out>/hand-scores.csv`` (:data:`autograder.instructor.manual.HAND_SCORES`), written
 atomically after every save; ``grade``, ``merge`` and ``export`` read it by default, and grading
-again never drops a line of it (:mod:`autograder.manual`).
+again never drops a line of it (:mod:`autograder.instructor.manual`).
 
 The server listens on 127.0.0.1 only, on a free port, and answers only requests that carry the
 secret token of the printed URL and name 127.0.0.1 as their host, so no other web page open in the
@@ -31,11 +31,12 @@ from dataclasses import asdict, dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from string import Template
 
-from autograder.answers import load_answers
-from autograder.course import UsageError
-from autograder.notebooks import REPO_ROOT
-from autograder.safe_output import content_security_policy
+from autograder.core.errors import UsageError
+from autograder.core.files import REPO_ROOT
+from autograder.core.safe_output import content_security_policy
+from autograder.engine.answers import load_answers
 
 MAX_BODY = 64 * 1024
 MAX_COMMENT = 2000
@@ -94,7 +95,7 @@ def split_solution(source: str) -> tuple[str, str]:
     The solution region (``### BEGIN SOLUTION`` to ``### END SOLUTION``) holds the model answer and,
     from a line starting with ``**Rubric``, the rubric; without such a line the whole region is the
     model answer."""
-    from autograder.plan import SOLUTION_BEGIN, SOLUTION_END
+    from autograder.engine.plan import SOLUTION_BEGIN, SOLUTION_END
 
     inside, lines = False, []
     for line in source.split("\n"):
@@ -113,7 +114,7 @@ def split_solution(source: str) -> tuple[str, str]:
 
 def is_blank(answer: str, released: str) -> bool:
     """Whether ``answer`` adds nothing to the released cell (the stub ``YOUR ANSWER HERE`` left as it was)."""
-    from autograder.nbgrader_config import TEXT_STUB
+    from autograder.core.files import TEXT_STUB
 
     return answer.replace(TEXT_STUB, "").strip() == released.replace(TEXT_STUB, "").strip()
 
@@ -124,9 +125,9 @@ def load_questions(out_dir: Path | str, root: Path = REPO_ROOT) -> list[Question
     Raises:
         UsageError: ``out_dir`` holds no results.
     """
-    from autograder.nbgrader_config import TEXT_STUB
-    from autograder.plan import FREE, MANUAL, PlanError, load_plan
-    from autograder.results import load_results
+    from autograder.core.files import TEXT_STUB
+    from autograder.core.results import load_results
+    from autograder.engine.plan import FREE, MANUAL, PlanError, load_plan
 
     out_dir = Path(out_dir)
     results = [r for r in load_results(out_dir) if r.graded]
@@ -167,7 +168,7 @@ class ReviewState:
     """The questions and the hand scores, shared by the server's threads (one lock)."""
 
     def __init__(self, out_dir: Path | str, root: Path = REPO_ROOT):
-        from autograder.manual import read_hand_scores
+        from autograder.instructor.manual import read_hand_scores
 
         self.out_dir = Path(out_dir)
         self.questions = load_questions(self.out_dir, root)
@@ -187,7 +188,7 @@ class ReviewState:
         Raises:
             ValueError: naming what is wrong with the request.
         """
-        from autograder.manual import HandScore, write_hand_scores
+        from autograder.instructor.manual import HandScore, write_hand_scores
 
         if not isinstance(data, dict):
             raise ValueError("the request must be a JSON object")
@@ -334,142 +335,11 @@ def serve(out_dir: Path | str, root: Path = REPO_ROOT, port: int = 0) -> int:
     return 0
 
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:0;color:#222;display:flex;height:100vh}
-#side{width:16rem;border-right:1px solid #ccc;overflow:auto;font-size:.9rem;flex:none}
-#side div{padding:.2rem .6rem;cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-#side div.on{background:#dde8ff}#side .done::before{content:"\\2713  ";color:#176f2c}
-#side .todo::before{content:"\\2022  ";color:#b00020}
-#main{flex:1;overflow:auto;padding:.8rem 1.2rem}
-header{display:flex;gap:1rem;align-items:baseline;flex-wrap:wrap}
-h1{font-size:1.2rem;margin:.2rem 0}.muted{color:#666;font-size:.9rem}
-.cols{display:flex;gap:1.2rem;align-items:flex-start}.cols>section{flex:1;min-width:0}
-.box{border:1px solid #ccc;border-radius:4px;padding:.6rem .8rem;white-space:pre-wrap;word-break:break-word;
-background:#fcfcfc;margin:.3rem 0 1rem}
-#answer{background:#fff;font-size:1.05rem;min-height:6rem}
-.blank{color:#b00020;font-style:italic}
-form{display:flex;gap:.6rem;align-items:center;flex-wrap:wrap;margin:.5rem 0}
-input{font-size:1rem;padding:.25rem .4rem}#points{width:5rem}#comment{flex:1;min-width:14rem}
-#status{min-height:1.2rem;font-size:.9rem}.err{color:#b00020}.ok{color:#176f2c}
-kbd{border:1px solid #aaa;border-radius:3px;padding:0 .25rem;font-size:.8rem;background:#f4f4f4}
-"""
-
-_SCRIPT = """
-"use strict";
-const token = new URLSearchParams(location.search).get("token") || "";
-let data = null, qi = 0, li = 0;
-const $ = (id) => document.getElementById(id);
-const keyOf = (q, e) => e.learner + "\\t" + q.assignment + "\\t" + q.key;
-function scoreOf(q, e) { return data.scores[keyOf(q, e)]; }
-function say(text, cls) { const s = $("status"); s.textContent = text; s.className = cls || ""; }
-async function load() {
-  const r = await fetch("/api/state", {headers: {"X-Review-Token": token}});
-  if (!r.ok) { $("title").textContent = "Open the address the review command printed."; return; }
-  data = await r.json();
-  if (!data.questions.length) { $("title").textContent = "Nothing to grade by hand in " + data.out; return; }
-  show();
-}
-function show() {
-  const q = data.questions[qi], e = q.entries[li];
-  $("title").textContent = "Question " + (qi + 1) + " of " + data.questions.length + ": " + q.assignment + " / " + q.key;
-  const done = q.entries.filter((x) => scoreOf(q, x)).length;
-  const all = data.questions.reduce((n, x) => n + x.entries.length, 0);
-  const allDone = data.questions.reduce((n, x) => n + x.entries.filter((y) => scoreOf(x, y)).length, 0);
-  $("progress").textContent = done + " of " + q.entries.length + " graded for this question; " + allDone + " of " + all + " in all";
-  $("progress").dataset.done = done; $("progress").dataset.total = q.entries.length;
-  $("prompt").textContent = q.prompt; $("model").textContent = q.model_answer || "(none written)";
-  $("rubric").textContent = q.rubric || "(none written)";
-  $("max").textContent = "of " + q.max_points;
-  const side = $("side"); side.replaceChildren();
-  q.entries.forEach((x, i) => {
-    const d = document.createElement("div");
-    d.textContent = x.student; d.className = (scoreOf(q, x) ? "done" : "todo") + (i === li ? " on" : "");
-    d.onclick = () => { li = i; show(); }; side.appendChild(d);
-  });
-  if (!e) { $("who").textContent = "nobody answered"; $("answer").textContent = ""; return; }
-  $("who").textContent = e.student + " (" + (li + 1) + " of " + q.entries.length + ")";
-  const a = $("answer");
-  if (e.answer === null) { a.textContent = "(the answer was not stored: grade this learner again with --regrade)"; a.className = "box blank"; }
-  else if (e.blank) { a.textContent = "(no answer: the cell is as released)"; a.className = "box blank"; }
-  else { a.textContent = e.answer; a.className = "box"; }
-  const s = scoreOf(q, e);
-  $("points").value = s ? s.points : ""; $("comment").value = s ? s.comment : "";
-  $("changed").textContent = s && s.answer && s.answer !== e.digest ? "The answer changed since it was graded: check the score." : "";
-  const on = side.children[li]; if (on) on.scrollIntoView({block: "nearest"});
-}
-async function post(q, e, points, comment) {
-  const r = await fetch("/api/score", {method: "POST", headers: {"Content-Type": "application/json", "X-Review-Token": token},
-    body: JSON.stringify({assignment: q.assignment, key: q.key, learner: e.learner, points: points, comment: comment})});
-  const body = await r.json();
-  if (!r.ok) throw new Error(body.error || r.statusText);
-  if (body.stored) data.scores[keyOf(q, e)] = body.stored; else delete data.scores[keyOf(q, e)];
-}
-async function save(next) {
-  const q = data.questions[qi], e = q.entries[li];
-  if (!e) return;
-  try {
-    await post(q, e, $("points").value.trim(), $("comment").value.trim());
-    say("saved " + e.student + ": " + ($("points").value.trim() || "cleared"), "ok");
-    if (next && li < q.entries.length - 1) li += 1;
-    document.activeElement.blur(); show();
-  } catch (err) { say("not saved: " + err.message, "err"); }
-}
-async function zeroBlank() {
-  const q = data.questions[qi]; let n = 0;
-  try {
-    for (const e of q.entries) if (e.blank && !scoreOf(q, e)) { await post(q, e, "0", ""); n += 1; }
-    say("gave 0 to " + n + " blank answer" + (n === 1 ? "" : "s"), "ok"); show();
-  } catch (err) { say("not saved: " + err.message, "err"); }
-}
-$("save").onclick = () => save(true); $("zero").onclick = zeroBlank;
-$("form").addEventListener("submit", (ev) => ev.preventDefault());
-document.addEventListener("keydown", (ev) => {
-  if (!data || !data.questions.length || ev.ctrlKey || ev.metaKey || ev.altKey) return;
-  const inField = ev.target.tagName === "INPUT";
-  const q = data.questions[qi];
-  if (ev.key === "Enter") { ev.preventDefault(); save(true); return; }
-  if (ev.key === "Escape") { document.activeElement.blur(); return; }
-  // the points field takes digits and a dot; a letter there is a command (c: comment, j/k, n/p)
-  if (inField && !(ev.target.id === "points" && /^[a-z]$/.test(ev.key))) return;
-  const move = (d) => { li = Math.max(0, Math.min(q.entries.length - 1, li + d)); show(); };
-  const question = (d) => { qi = Math.max(0, Math.min(data.questions.length - 1, qi + d)); li = 0; show(); };
-  if (ev.key === "j" || ev.key === "ArrowDown" || ev.key === "ArrowRight") { ev.preventDefault(); move(1); }
-  else if (ev.key === "k" || ev.key === "ArrowUp" || ev.key === "ArrowLeft") { ev.preventDefault(); move(-1); }
-  else if (ev.key === "n") question(1);
-  else if (ev.key === "p") question(-1);
-  else if (ev.key === "c") { ev.preventDefault(); $("comment").focus(); }
-  else if (/^[0-9]$/.test(ev.key)) { ev.preventDefault(); const p = $("points"); p.value = ev.key; p.focus(); }
-});
-load();
-"""
+# The page, its style and its script are package files next to this module.
+_STYLE, _SCRIPT, _TEMPLATE = (Path(__file__).with_name(f"review.{kind}").read_text(encoding="utf-8")
+                              for kind in ("css", "js", "html"))
 
 # The page runs its own script only (allowed by its hash: no inline handler, nothing a learner wrote),
 # and shows every learner-supplied text with textContent.
 POLICY = content_security_policy(_STYLE, _SCRIPT, connect=True)
-PAGE = ("""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content='""" + html.escape(POLICY, quote=True) + """'>
-<title>Hand grading</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>""" + _STYLE + """</style></head>
-<body>
-<nav id="side" aria-label="learners"></nav>
-<div id="main">
-<header><h1 id="title">Loading...</h1><span id="progress" class="muted"></span></header>
-<p class="muted"><kbd>j</kbd>/<kbd>k</kbd> or arrows: next/previous learner &middot; <kbd>n</kbd>/<kbd>p</kbd>:
-next/previous question &middot; digits: points &middot; <kbd>c</kbd>: comment &middot; <kbd>Enter</kbd>: save and
-next &middot; <kbd>Esc</kbd>: leave a field</p>
-<div class="cols">
-<section><h2 id="who">-</h2><div id="changed" class="err"></div><div id="answer" class="box"></div>
-<form id="form">
-<label>points <input id="points" inputmode="decimal" autocomplete="off"></label><span id="max"></span>
-<input id="comment" placeholder="comment for the learner (optional)" autocomplete="off">
-<button id="save" type="button">Save</button>
-<button id="zero" type="button" title="give 0 points to every blank answer of this question">0 to blank answers</button>
-</form><div id="status"></div></section>
-<section><h3>Question</h3><div id="prompt" class="box"></div>
-<h3>Model answer</h3><div id="model" class="box"></div>
-<h3>Rubric</h3><div id="rubric" class="box"></div></section>
-</div></div>
-<script>""" + _SCRIPT + """</script></body></html>
-""")
+PAGE = Template(_TEMPLATE).substitute(policy=html.escape(POLICY, quote=True), style=_STYLE, script=_SCRIPT)

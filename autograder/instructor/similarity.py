@@ -50,8 +50,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.notebooks import REPO_ROOT
-from autograder.safe_output import csv_text, page_head
+from autograder.core.files import REPO_ROOT
+from autograder.core.safe_output import csv_text, page_head
 
 K = 12
 WINDOW = 6
@@ -445,7 +445,7 @@ def build_report(works_by_assignment: dict[str, list[Work]], solutions: dict[str
 
 def write_csv(path: Path, report: Report) -> None:
     """``similarity.csv``: one row per reported pair (columns :data:`CSV_COLUMNS`)."""
-    from autograder.results import write_atomically
+    from autograder.core.results import write_atomically
 
     rows = [CSV_COLUMNS] + [[m.assignment, m.learner, m.other, m.kind, f"{m.overlap:.3f}", m.shared,
                              "; ".join(f"{key} {share:.2f}" for key, share in m.cells)] for m in report.matches]
@@ -544,8 +544,8 @@ def render_html(report: Report) -> str:
 
 def _plan_cells(assignment: str, root: Path):
     """The graded code cells of an assignment's plan: (templates, solution sources), by cell key."""
-    from autograder.plan import SOLUTION as SOLUTION_CELL
-    from autograder.plan import PlanError, load_plan
+    from autograder.engine.plan import PlanError, load_plan
+    from autograder.engine.plan import SOLUTION as SOLUTION_CELL
 
     try:
         plan = load_plan(assignment, root)
@@ -565,11 +565,11 @@ def similarity_report(out_dir: Path | str, *, root: Path = REPO_ROOT, threshold:
     """Compare the graded code cells of every graded submission in ``out_dir`` and write
     ``similarity.html`` and ``similarity.csv`` there (never touching a result or a score).
 
-    The learners' cells come from the answers the grader stored (:mod:`autograder.answers`); a
+    The learners' cells come from the answers the grader stored (:mod:`autograder.engine.answers`); a
     submission graded by a version that stored none is left out.
     """
-    from autograder.answers import load_answers
-    from autograder.results import load_results, write_atomically
+    from autograder.core.results import load_results, write_atomically
+    from autograder.engine.answers import load_answers
 
     start = time.perf_counter()
     out_dir = Path(out_dir)

@@ -1,0 +1,67 @@
+"""A notebook cell read as Python: magics, shell escapes and cell magics, the one reading of them.
+
+The source check (:mod:`autograder.engine.policy`), the referee's prelude (the notebook's imports,
+:mod:`autograder.engine.plan`) and the grading of a cell that only runs commands all read a cell
+here, so they agree on what is code. IPython's own transformer is not used, so that a learner's
+``validate`` needs nothing beyond the base dependencies.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+_MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?:(?P<target>[A-Za-z_][\w, ]*)=[ \t]*)?(?:%|!)")
+# The longest cell the grader reads as code: far beyond any honest answer, small enough that parsing
+# it cannot cost the trusted process more than a few hundred MB.
+MAX_CELL_CHARS = 200_000
+
+
+def python_source(source: str) -> str:
+    """A cell's source with every IPython magic or shell line replaced by the call it stands for,
+    ``get_ipython()`` (line numbers kept), so that the rules see it as dynamic code. Done here, not
+    with IPython's own transformer, so that a learner's ``validate`` needs nothing beyond the base
+    dependencies."""
+    lines = source.split("\n")
+    if lines and lines[0].lstrip().startswith("%%"):
+        return "\n".join(["get_ipython()"] + [""] * (len(lines) - 1))
+    out = []
+    for line in lines:
+        match = _MAGIC_LINE.match(line)
+        if match:
+            target = f"{match['target'].strip()} = " if match["target"] else ""
+            line = f"{match['indent']}{target}get_ipython()"
+        out.append(line)
+    return "\n".join(out)
+
+
+def parse_cell(source: str) -> ast.Module | SyntaxError:
+    """The syntax tree of a cell (magics as ``get_ipython()``), or a SyntaxError saying why there is
+    none: a cell that is not Python (IPython would still run some, such as ``>>>`` prompt lines), is
+    too long, or nests too deeply for the parser is not run."""
+    if len(source) > MAX_CELL_CHARS:
+        return SyntaxError(f"the cell has {len(source):,} characters, more than graded code may have "
+                           f"({MAX_CELL_CHARS:,})")
+    try:
+        return ast.parse(python_source(source))
+    except SyntaxError as error:
+        return error
+    except (ValueError, RecursionError, MemoryError) as error:   # a null byte; nesting deeper than the parser goes
+        return SyntaxError(str(error) or type(error).__name__)
+
+
+def only_commands(source: str) -> bool:
+    """Whether a cell holds only shell escapes and line magics (``!python -m autograder validate ...``,
+    ``%pip install ...``) and comments: a command the learner ran, which grading skips without a flag."""
+    lines = [line.strip() for line in source.split("\n") if line.strip() and not line.strip().startswith("#")]
+    return bool(lines) and all(line[0] in "!%" and not line.startswith("%%") for line in lines)
+
+
+def import_statements(source: str) -> list[str]:
+    """The top-level ``import`` statements of a notebook cell (magics and shell lines ignored)."""
+    lines = [line for line in source.split("\n") if not line.lstrip().startswith(("%", "!"))]
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        return []
+    return [ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
