@@ -162,7 +162,7 @@ GRADER = textwrap.dedent("""\
     import asyncio, json, os, sys, time
     from pathlib import Path
     from autograder.engine.runner import FORK_SERVER, SandboxedKernel
-    from autograder.engine.sandbox import Limits
+    from autograder.core.limits import Limits
 
     async def main():
         kernel = SandboxedKernel(Path(sys.argv[1]), Limits(startup_timeout=120), 0, warm=True)
