@@ -99,7 +99,9 @@ class TrainConfig:
         eval_iters: batches per split in each evaluation.
         dtype: ``"auto"`` (``autocast_dtype(device)``), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
         compile: wrap the model in ``torch.compile`` (GPU; the first steps are slow while it compiles).
-        num_threads: CPU threads for PyTorch (``None`` leaves PyTorch's default: one per core).
+        num_threads: CPU threads for PyTorch (``None`` leaves PyTorch's default: one per core;
+            ``"auto"`` uses the cores other processes leave idle, at least one, measured at the start
+            and again at every evaluation, see :class:`_CpuThreads`).
         seed: seeds batch sampling, ``0 .. 2**63 - 1`` (seed the model's initialisation yourself, see
             :func:`build_model`).
         out_dir: where to write ``ckpt.pt`` (the best validation loss so far); ``None`` writes nothing.
@@ -131,7 +133,7 @@ class TrainConfig:
     eval_iters: int = 20
     dtype: str = "auto"
     compile: bool = False
-    num_threads: int | None = None
+    num_threads: int | str | None = None
     seed: int = 1337
     out_dir: str | None = None
 
@@ -162,6 +164,10 @@ class TrainConfig:
                              f"got {self.dtype!r}")
         if self.grad_clip < 0:
             raise ValueError(f"TrainConfig.grad_clip must be >= 0 (0 = off), got {self.grad_clip}")
+        if self.num_threads is not None and self.num_threads != "auto" and (
+                isinstance(self.num_threads, bool) or not isinstance(self.num_threads, int) or self.num_threads < 1):
+            raise ValueError(f"TrainConfig.num_threads must be None, 'auto' or an integer >= 1, "
+                             f"got {self.num_threads!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
             raise ValueError(f"TrainConfig.seed must be an integer from 0 to 2**63 - 1, got {self.seed!r}")
 
@@ -191,7 +197,7 @@ PRESETS: dict[str, TrainConfig] = {
         n_layers=4, n_heads=4, d_model=128, block_size=64, dropout=0.0, batch_size=12, max_iters=2000,
         learning_rate=1e-3, min_lr=1e-4, warmup_iters=100, eval_interval=250, eval_iters=20,
         grad_clip=1.0, dtype="bfloat16" if cpu_has_native_bfloat16() else "float32",
-        model_options={"bias": False}),
+        num_threads="auto", model_options={"bias": False}),
     # The capstone's GPU run, nanoGPT's shakespeare_char recipe: 10.75M parameters (nanoGPT's
     # "10.65M" leaves out the position table), no biases, bf16/fp16 autocast, fused attention.
     "shakespeare-gpu": TrainConfig(
@@ -337,6 +343,60 @@ def apply_gradients(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     optimizer.zero_grad(set_to_none=True)
 
 
+class _CpuThreads:
+    """PyTorch's CPU threads for a run: a fixed number, PyTorch's default (``None``), or ``"auto"``.
+
+    ``"auto"`` gives the run one thread per core that other processes leave idle (at least one, at
+    most PyTorch's default). On a shared machine this matters more than anything else for a small
+    model: threads that wait at every operation for a sibling whose core another process holds made
+    a step of the shakespeare-cpu preset up to 8x slower with 2 threads than with 1 on a busy 2-core
+    machine, while on an idle one 2 threads are faster. The idle cores are read from ``/proc/stat``
+    (Linux; elsewhere ``"auto"`` keeps the default) over 0.2 s at the start, and at every
+    :meth:`adjust` (each evaluation) over the span since the last one, less this process's own CPU
+    time; the threads change only between steps, which changes no result beyond float rounding.
+    """
+
+    def __init__(self, num_threads: int | str | None):
+        self.auto = num_threads == "auto"
+        self.max = torch.get_num_threads()
+        self._last = None
+        if isinstance(num_threads, int):
+            torch.set_num_threads(num_threads)
+        elif self.auto:
+            self._last = self._sample()
+            if self._last is not None:
+                time.sleep(0.2)
+                self.adjust()
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float] | None:
+        """(busy seconds of all cores, this process's CPU seconds, wall seconds), or None off Linux."""
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                fields = [int(v) for v in stat.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        busy = (sum(fields) - fields[3] - fields[4]) / ticks      # all but idle and iowait; steal counts as busy
+        own = os.times()
+        return busy, own.user + own.system, time.perf_counter()
+
+    def adjust(self) -> None:
+        """Set the threads to the cores other processes left idle since the last call (``"auto"`` only)."""
+        if not self.auto or self._last is None:
+            return
+        now = self._sample()
+        if now is None:
+            return
+        wall = now[2] - self._last[2]
+        if wall < 0.05:
+            return
+        others = max(0.0, (now[0] - self._last[0]) - (now[1] - self._last[1])) / wall   # cores busy elsewhere
+        self._last = now
+        cores = os.cpu_count() or self.max
+        torch.set_num_threads(max(1, min(self.max, int(cores - others + 0.5))))
+
+
 class _StepLosses:
     """The training loss of every step, without a host-device synchronisation per step: each loss is
     written into a small device buffer, which is read (one synchronisation) when it is full and
@@ -379,6 +439,23 @@ def _batch_source(data: torch.Tensor | BatchFn, config: TrainConfig, device: tor
     stream = data.long().cpu()
     return lambda generator: get_batch(stream, config.batch_size, config.block_size,
                                        generator=generator, device=device)
+
+
+def _merge_batches(batches: list[tuple[torch.Tensor, torch.Tensor]],
+                   max_tokens: int = 16384) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Concatenate consecutive ``(x, y)`` batches of full windows into batches of at most ``max_tokens``
+    tokens (a batch already larger stays alone): :func:`evaluate` weights each batch by its sequences,
+    so the mean loss is the same, reached in fewer, larger forward passes (the 20 evaluation batches
+    of the shakespeare-cpu preset become one)."""
+    merged, group = [], []
+    for batch in batches:
+        if group and sum(x.numel() for x, _ in group) + batch[0].numel() > max_tokens:
+            merged.append(group)
+            group = []
+        group.append(batch)
+    if group:
+        merged.append(group)
+    return [(torch.cat([x for x, _ in g]), torch.cat([y for _, y in g])) if len(g) > 1 else g[0] for g in merged]
 
 
 @torch.no_grad()
@@ -490,8 +567,7 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
         A :class:`TrainResult`.
     """
     device = pick_device(device)
-    if config.num_threads is not None and device.type == "cpu":
-        torch.set_num_threads(config.num_threads)
+    threads = _CpuThreads(config.num_threads if device.type == "cpu" else None)
     ranks = distributed.current()
     if config.grad_accum_steps % ranks.world_size:
         raise ValueError(f"train: grad_accum_steps={config.grad_accum_steps} must be a multiple of the "
@@ -518,6 +594,9 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     eval_gen = torch.Generator().manual_seed(config.seed + 1)
     eval_batches = {"train": [next_train(eval_gen) for _ in range(config.eval_iters)],
                     "val": [next_val(eval_gen) for _ in range(config.eval_iters)]}
+    for split, ids in (("train", train_data), ("val", val_data)):
+        if isinstance(ids, torch.Tensor):         # equal windows: fewer, larger batches give the same mean
+            eval_batches[split] = _merge_batches(eval_batches[split])
     decay_steps = config.max_iters if config.lr_decay_iters is None else config.lr_decay_iters
     warmup = min(config.warmup_iters, decay_steps)
     model_config = getattr(model, "config", None)
@@ -546,6 +625,7 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     def run_eval(step: int, lr: float) -> bool:
         nonlocal best_val, eval_time
         t0 = time.perf_counter()
+        threads.adjust()
         losses = {split: evaluate(eval_fwd, batches, amp_dtype=amp_dtype) for split, batches in eval_batches.items()}
         elapsed = time.perf_counter() - start
         for key, value in (("step", step), ("train_loss", losses["train"]), ("val_loss", losses["val"]),
