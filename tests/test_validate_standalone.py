@@ -208,7 +208,7 @@ def test_what_validate_imports_directly_is_a_direct_base_dependency(wheel_check)
     facts = wheel_check["facts"]
     base = base_requirements(("validate",))
     imported = {top for tops in facts["imports"].values() for top in tops}
-    assert {"nbformat", "yaml", "jupyter_client", "zmq", "traitlets", "tqdm", "torch"} <= imported, imported
+    assert {"nbformat", "yaml", "jupyter_client", "zmq", "traitlets", "torch"} <= imported, imported
     kernel = {node.names[0].name.partition(".")[0] if isinstance(node, ast.Import) else node.module.partition(".")[0]
               for node in ast.walk(ast.parse(KERNEL_BOOTSTRAP)) if isinstance(node, (ast.Import, ast.ImportFrom))}
     assert "ipykernel" in kernel
