@@ -264,6 +264,17 @@ def _smollm2_measurements(folder):
     results["hf_tokens"], results["our_tokens"] = theirs[0].tolist(), cached[0].tolist()
     results["continuation"] = tokenizer.decode(cached[0, ids.shape[1]:])
     del ours
+    # Exercise 12's kernel reads the same file without transformers: the same tensors, bit for bit.
+    from course_runtime.pretrained import smollm2_decode, smollm2_state_dict
+
+    theirs_state, ours_state = hf.state_dict(), smollm2_state_dict()
+    results["course_runtime_names_missing"] = sorted(set(theirs_state) - set(ours_state) - {"lm_head.weight"})
+    results["course_runtime_names_unexpected"] = sorted(set(ours_state) - set(theirs_state))
+    results["course_runtime_unequal"] = sorted(name for name in ours_state
+                                               if name in theirs_state and not torch.equal(ours_state[name],
+                                                                                           theirs_state[name]))
+    results["course_runtime_decoded"] = smollm2_decode(ids[0].tolist())
+    del theirs_state, ours_state
     # The first layers alone, in both pairing conventions, and our cache against no cache.
     layers, n_layers = hf.model.layers, hf.config.num_hidden_layers
     hf.model.layers, hf.config.num_hidden_layers = layers[:N_TRUNCATED], N_TRUNCATED
@@ -300,6 +311,14 @@ def test_smollm2_greedy_tokens_with_our_cache_equal_hugging_face(smollm2):
     assert len(smollm2["our_tokens"]) == len(smollm2["hf_tokens"])
     assert smollm2["our_tokens"] == smollm2["hf_tokens"]
     assert smollm2["truncated_cached_equals_uncached"]
+
+
+@pytest.mark.slow
+def test_course_runtime_reads_the_same_smollm2_weights_without_transformers(smollm2):
+    """Exercise 12 loads SmolLM2 in the learner's kernel with course_runtime.pretrained (gguf alone)."""
+    assert not smollm2["course_runtime_names_missing"] and not smollm2["course_runtime_names_unexpected"], smollm2
+    assert smollm2["course_runtime_unequal"] == []
+    assert smollm2["course_runtime_decoded"] == PROMPT
 
 
 @pytest.mark.slow
