@@ -167,7 +167,7 @@ class _Referee:
         pass
 
     async def run_test(self, source, kernel, timeout):
-        return self.verdicts.pop(0)
+        return CellOutcome(*self.verdicts.pop(0))
 
 
 class _Kernel:
