@@ -3,7 +3,7 @@ on the same device, and print the wall times and validation losses side by side.
 
 nanoGPT is not part of this repository: give the path of a checkout (its commit is recorded).
 
-    python benchmarks/vs_nanogpt.py --nanogpt ~/nanoGPT --data tinyshakespeare.txt             # CPU recipe
+    python benchmarks/vs_nanogpt.py --nanogpt ~/nanoGPT --data tinyshakespeare.txt --rounds 3  # CPU recipe
     python benchmarks/vs_nanogpt.py --nanogpt ~/nanoGPT --data tinyshakespeare.txt --recipe gpu
     python benchmarks/vs_nanogpt.py --nanogpt ~/nanoGPT --recipe step                          # CUDA only
 
@@ -77,30 +77,69 @@ def _last_step(output: str, who: str) -> tuple[int, float, float]:
     return int(step), float(train_loss), float(val_loss)
 
 
-def _training_rows(args, checkout: pathlib.Path, device) -> list[str]:
-    """The cpu and gpu recipes: both trainers' whole commands, back to back."""
+def _training_rows(args, checkout: pathlib.Path, device, *, on_round=None) -> list[str]:
+    """The cpu and gpu recipes: both trainers' whole commands, ``args.rounds`` times, alternating which
+    goes first (odd rounds nanoGPT, even rounds this project), so that a machine whose load drifts
+    during the run does not favour one side. ``on_round(rows)`` is called with the table so far after
+    each round (the table is saved as it grows)."""
     data_dir = checkout / "data" / "shakespeare_char"
     (data_dir / "input.txt").write_text(tiny_shakespeare(path=args.data), encoding="utf-8")   # prepare.py skips its download
     subprocess.run([sys.executable, "prepare.py"], cwd=data_dir, check=True, capture_output=True)
     shutil.rmtree(data_dir / "__pycache__", ignore_errors=True)
+    nano_cmd = [sys.executable, "train.py", *NANOGPT_ARGS[args.recipe]]
+    ours_cmd = [sys.executable, "-m", "transformer_core", "train", "--preset", PRESET[args.recipe],
+                "--data", str(args.data.resolve()), "--quiet", "--device", device.type]
+    results = []       # (round, nano_s, nano_val, nano_step, ours_s, ours_val, ours_step, load)
     with tempfile.TemporaryDirectory(prefix="vs-nanogpt-") as tmp:
-        nano_args = NANOGPT_ARGS[args.recipe] + [f"--out_dir={tmp}/nanogpt"]
-        nano_s, nano_out = _timed([sys.executable, "train.py", *nano_args], checkout)
-        ours_s, ours_out = _timed([sys.executable, "-m", "transformer_core", "train", "--preset", PRESET[args.recipe],
-                                   "--data", str(args.data.resolve()), "--out", f"{tmp}/ours", "--quiet",
-                                   "--device", device.type], ROOT)
-    nano_step, _, nano_val = _last_step(nano_out, "nanoGPT")
-    ours_step, _, ours_val = _last_step(ours_out, "transformer_core")
-    return [
-        "| | wall time, whole command (s) | last step | val loss at the last step |",
-        "|---|---:|---:|---:|",
-        f"| nanoGPT `train.py {' '.join(NANOGPT_ARGS[args.recipe])}` | {nano_s:.1f} | {nano_step} | {nano_val:.4f} |",
-        f"| this project, `train --preset {PRESET[args.recipe]}` | {ours_s:.1f} | {ours_step} | {ours_val:.4f} |",
-        "",
-        f"Ratio of wall times (nanoGPT / this project): **{nano_s / ours_s:.2f}**. Each loss is the mean over the "
-        "evaluation batches of its own trainer (nanoGPT: eval_iters random batches; this project: the preset's "
-        "fixed batches), so losses within a few hundredths are equal within the noise of that estimate.",
+        for round_ in range(1, args.rounds + 1):
+            runs = {}
+            order = ("nanoGPT", "ours") if round_ % 2 else ("ours", "nanoGPT")
+            for who in order:
+                if who == "nanoGPT":
+                    runs[who] = _timed(nano_cmd + [f"--out_dir={tmp}/nanogpt{round_}"], checkout)
+                else:
+                    runs[who] = _timed(ours_cmd + ["--out", f"{tmp}/ours{round_}"], ROOT)
+            nano_step, _, nano_val = _last_step(runs["nanoGPT"][1], "nanoGPT")
+            ours_step, _, ours_val = _last_step(runs["ours"][1], "transformer_core")
+            load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+            results.append((round_, order[0], runs["nanoGPT"][0], nano_val, nano_step, runs["ours"][0], ours_val,
+                            ours_step, load))
+            r = results[-1]
+            print(f"round {round_} ({order[0]} first): nanoGPT {r[2]:.1f} s, val {r[3]:.4f}; this project "
+                  f"{r[5]:.1f} s, val {r[6]:.4f}; ratio {r[5] / r[2]:.2f}; load {load:.2f}", flush=True)
+            if on_round is not None:
+                on_round(_round_table(args, results))
+    return _round_table(args, results)
+
+
+def _round_table(args, results) -> list[str]:
+    rows = [
+        f"nanoGPT: `train.py {' '.join(NANOGPT_ARGS[args.recipe])}`; this project: "
+        f"`python -m transformer_core train --preset {PRESET[args.recipe]}`. Wall time of each whole command.", "",
+        "| round | first | nanoGPT (s) | nanoGPT val loss | this project (s) | this project val loss | "
+        "ratio (this project / nanoGPT) | val loss difference | load average after |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    for round_, first, nano_s, nano_val, nano_step, ours_s, ours_val, ours_step, load in results:
+        rows.append(f"| {round_} | {first} | {nano_s:.1f} | {nano_val:.4f} | {ours_s:.1f} | {ours_val:.4f} | "
+                    f"{ours_s / nano_s:.2f} | {ours_val - nano_val:+.4f} | {load:.2f} |")
+    nano_total = sum(r[2] for r in results)
+    ours_total = sum(r[5] for r in results)
+    ratios = sorted(r[5] / r[2] for r in results)
+    nano_mean = sum(r[3] for r in results) / len(results)
+    ours_mean = sum(r[6] for r in results) / len(results)
+    rows += [
+        f"| all | | {nano_total:.1f} | {nano_mean:.4f} | {ours_total:.1f} | {ours_mean:.4f} | "
+        f"**{ours_total / nano_total:.2f}** | {ours_mean - nano_mean:+.4f} | |",
+        "",
+        f"Overall ratio of wall times (this project / nanoGPT, sums over {len(results)} round(s)): "
+        f"**{ours_total / nano_total:.2f}**; per round {min(ratios):.2f} to {max(ratios):.2f}, median "
+        f"{ratios[len(ratios) // 2]:.2f}. Last steps: nanoGPT {results[-1][4]}, this project {results[-1][7]}. "
+        "Each loss is the mean over the evaluation batches of its own trainer at the last step (nanoGPT: "
+        "eval_iters random batches; this project: the preset's fixed batches of the same number and size), so "
+        "losses within a few hundredths are equal within the noise of that estimate.",
+    ]
+    return rows
 
 
 def _step_rows(checkout: pathlib.Path, device, *, shape: str | dict = "gpt2-small", compile: bool = True) -> list[str]:
@@ -144,6 +183,8 @@ def main() -> None:
     parser.add_argument("--data", type=pathlib.Path, help="Tiny Shakespeare (checksum verified); "
                         "needed by the cpu and gpu recipes")
     parser.add_argument("--recipe", choices=("cpu", "gpu", "step"), default="cpu")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of both trainers (cpu, gpu)")
+    parser.add_argument("--note", default="", help="a sentence for the saved table, e.g. who else used the machine")
     parser.add_argument("--out", type=pathlib.Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
     checkout = args.nanogpt.expanduser().resolve()
@@ -154,22 +195,36 @@ def main() -> None:
     device = pick_device("cpu" if args.recipe == "cpu" else None)
     if args.recipe == "step" and device.type != "cuda":
         parser.error("--recipe step times nanoGPT's bench.py, which runs on CUDA only; no CUDA GPU was found")
-    rows = _step_rows(checkout, device) if args.recipe == "step" else _training_rows(args, checkout, device)
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    data = "" if args.recipe == "step" else " --data tinyshakespeare.txt"
-    lines = [
-        f"# nanoGPT and this project, same recipe ({args.recipe}), back to back on {device_name(device)}", "",
-        f"{date}; load average {load:.2f} at the end; nanoGPT commit `{_commit(checkout)}`; "
-        f"command: `python benchmarks/vs_nanogpt.py --nanogpt PATH{data} --recipe {args.recipe}`", "", *rows]
-    table = "\n".join(lines) + "\n"
-    print(table)
-    args.out.mkdir(parents=True, exist_ok=True)
     name = re.sub(r"[^a-z0-9]+", "-", device_name(device).lower()).strip("-")
     path = args.out / f"vs-nanogpt-{args.recipe}-{name}.md"
-    path.write_text(table, encoding="utf-8")
-    print(f"saved {path}")
+    data = "" if args.recipe == "step" else " --data tinyshakespeare.txt"
+    rounds = "" if args.recipe == "step" else f" --rounds {args.rounds}"
 
+    def table(rows: list[str]) -> str:
+        date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        lines = [
+            f"# nanoGPT and this project, same recipe ({args.recipe}), side by side on {device_name(device)}", "",
+            f"{date}; {os.cpu_count()} logical CPUs; load average {load:.2f} at the end; torch {torch.__version__}; "
+            f"nanoGPT commit `{_commit(checkout)}`; command: "
+            f"`python benchmarks/vs_nanogpt.py --nanogpt PATH{data} --recipe {args.recipe}{rounds}`", ""]
+        if args.note:
+            lines += [args.note, ""]
+        return "\n".join(lines + rows) + "\n"
+
+    def save(rows: list[str]) -> None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        path.write_text(table(rows), encoding="utf-8")
+
+    if args.recipe == "step":
+        rows = _step_rows(checkout, device)
+    else:
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        rows = _training_rows(args, checkout, device, on_round=save)
+    print(table(rows))
+    save(rows)
+    print(f"saved {path}")
 
 if __name__ == "__main__":
     main()

@@ -345,3 +345,31 @@ def test_evaluate_split_covers_every_token_once_when_the_split_is_not_a_multiple
     ids = torch.arange(23)                   # 22 targets: four windows of 5 and a last one of 2
     assert train.evaluate_split(MeanTarget(), ids, 5, batch_size=3) == pytest.approx(11.5)  # mean of 1 .. 22
     assert train.evaluate_split(MeanTarget(), torch.arange(21), 5) == pytest.approx(10.5)   # no tail
+
+
+def test_merged_evaluation_batches_give_the_same_mean_loss():
+    seed_everything(0)
+    model = train.build_model(train.PRESETS["tiny"], vocab_size=11)
+    ids = torch.randint(11, (500,), generator=torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(1)
+    batches = [data.get_batch(ids, 3, 8, generator=gen) for _ in range(7)]
+    merged = train._merge_batches(batches, max_tokens=3 * 8 * 3)          # 3 batches per merged one
+    assert [len(x) for x, _ in merged] == [9, 9, 3]
+    assert torch.equal(torch.cat([x for x, _ in merged]), torch.cat([x for x, _ in batches]))
+    assert train.evaluate(model, merged) == pytest.approx(train.evaluate(model, batches), rel=1e-5)
+    assert train._merge_batches(batches, max_tokens=1) == batches          # a batch larger than the budget stays alone
+
+
+def test_num_threads_auto_keeps_at_least_one_thread_and_bad_values_are_refused():
+    before = torch.get_num_threads()
+    try:
+        threads = train._CpuThreads("auto")
+        assert 1 <= torch.get_num_threads() <= threads.max
+        threads.adjust()
+        assert 1 <= torch.get_num_threads() <= threads.max
+    finally:
+        torch.set_num_threads(before)
+    assert train.PRESETS["shakespeare-cpu"].num_threads == "auto"
+    for bad in (0, -1, "many", 1.5, True):
+        with pytest.raises(ValueError, match="num_threads"):
+            train.TrainConfig(num_threads=bad)
