@@ -41,6 +41,29 @@ _COLAB_HINT = ("No GPU found, so the code runs on the CPU (fine for every exerci
                "trains faster on a GPU). On Colab: Runtime > Change runtime type > GPU (e.g. T4), "
                "then run this cell again.")
 
+# The same description for a Chinese notebook (course_runtime.language): the setup cell prints it.
+_ZH = {
+    "memory": "{} 显存",
+    "device_cuda": "设备：{device} = {name}（计算能力 {major}.{minor}，{memory}）",
+    "dtype": "数据类型：{}",
+    "amp": "混合精度 {}",
+    "no_amp": "float32（不用 autocast）",
+    "peak_unknown": "峰值 FLOP/s：未知的 GPU，因此不报告 MFU（可在 course_runtime.device.PEAK_TFLOPS 中补上它）",
+    "peak": "峰值 FLOP/s（{dtype}，稠密）：{tflops:.1f} TFLOP/s",
+    "device_mps": "设备：mps = 通过 Metal 使用的 Apple GPU{memory}",
+    "mps_memory": "，可用内存 {}",
+    "device_cpu": "设备：cpu = {name}，{cores} 个逻辑核心，torch 使用 {threads} 个线程{memory}",
+    "cpu_memory": "，内存 {}",
+    "colab": ("没有找到 GPU，代码在 CPU 上运行（所有练习都够用；只有综合项目在 GPU 上训练得更快）。"
+              "在 Colab 上：依次点“代码执行程序 > 更改运行时类型”，选一种 GPU（例如 T4），再重新运行本单元格。"),
+}
+
+
+def _chinese() -> bool:
+    from course_runtime.language import CHINESE, get_language
+
+    return get_language() == CHINESE
+
 
 def _mps_available() -> bool:
     mps = getattr(torch.backends, "mps", None)
@@ -166,6 +189,8 @@ def describe_device(device: str | torch.device | None = None) -> str:
     """
     device = pick_device(device)
     amp = autocast_dtype(device)
+    if _chinese():
+        return _describe_device_zh(device, amp)
     amp_text = f"mixed precision {str(amp).removeprefix('torch.')}" if amp else "float32 (no autocast)"
     lines = [f"torch {torch.__version__}"]
     if device.type == "cuda":
@@ -194,6 +219,33 @@ def describe_device(device: str | torch.device | None = None) -> str:
                      f"{torch.get_num_threads()} torch threads{memory_text}")
         lines.append(f"dtype: {amp_text}")
         lines.append(_COLAB_HINT)
+    return "\n".join(lines)
+
+
+def _describe_device_zh(device: torch.device, amp: torch.dtype | None) -> str:
+    """:func:`describe_device` in Chinese (the language in force is Chinese)."""
+    amp_text = _ZH["amp"].format(str(amp).removeprefix("torch.")) if amp else _ZH["no_amp"]
+    lines = [f"torch {torch.__version__}"]
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        lines.append(_ZH["device_cuda"].format(device=device, name=props.name, major=props.major, minor=props.minor,
+                                               memory=_ZH["memory"].format(_human_bytes(props.total_memory))))
+        lines.append(_ZH["dtype"].format(amp_text))
+        peak = peak_flops(device, amp)
+        lines.append(_ZH["peak_unknown"] if peak is None else
+                     _ZH["peak"].format(dtype=str(amp).removeprefix("torch."), tflops=peak / 1e12))
+    elif device.type == "mps":
+        recommended = getattr(getattr(torch, "mps", None), "recommended_max_memory", None)
+        memory = _ZH["mps_memory"].format(_human_bytes(recommended())) if recommended is not None else ""
+        lines.append(_ZH["device_mps"].format(memory=memory))
+        lines.append(_ZH["dtype"].format(amp_text))
+    else:
+        name = platform.processor() or platform.machine() or "未知 CPU"
+        memory = _cpu_memory_bytes()
+        lines.append(_ZH["device_cpu"].format(name=name, cores=os.cpu_count(), threads=torch.get_num_threads(),
+                                              memory=_ZH["cpu_memory"].format(_human_bytes(memory)) if memory else ""))
+        lines.append(_ZH["dtype"].format(amp_text))
+        lines.append(_ZH["colab"])
     return "\n".join(lines)
 
 

@@ -16,9 +16,13 @@ translated like the page catalogues. An entry flagged ``course-pattern`` came fr
 Which language: :func:`set_language` (the Chinese notebooks' setup cell; the grader for a Chinese
 submission), else ``$COURSE_LANGUAGE`` (the Chinese book build sets it), else English, where every
 function here returns its input unchanged. :func:`install` puts the translation where output is
-shown: matplotlib figures when they are drawn to an image (with a CJK font: ``$COURSE_CJK_FONT`` or
-one installed on the system; without one the figures stay English rather than show empty boxes),
-ipywidgets labels when a widget is made, and the traceback of a failed ``assert`` in IPython. Loaded
+shown: matplotlib figures when they are drawn to an image (with a CJK font: ``$COURSE_CJK_FONT``, one
+installed on the system, or on Colab one fetched once; without one the figures stay English rather
+than show empty boxes, and :func:`install` says so in Chinese, with the fix), ipywidgets labels when a
+widget is made or relabelled (``interact`` names a slider after its keyword), tqdm progress bars'
+descriptions, and the traceback of a failed ``assert`` in IPython. Figure text that the code keeps
+in a variable is translated the same way, when it is drawn; ``course_runtime/viz.py`` lists the
+chapters' such strings (``CHAPTER_FIGURE_TEXT``) so that they get entries in ``figures.po``. Loaded
 as an IPython extension (``%load_ext course_runtime.language``), it installs itself for the
 language in force.
 
@@ -29,8 +33,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +51,23 @@ PATTERN_FLAG = "course-pattern"
 #: Fonts with Chinese glyphs that may already be installed (Debian, macOS, Windows).
 SYSTEM_CJK_FONTS = ("Noto Sans SC", "Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
                     "WenQuanYi Micro Hei", "PingFang SC", "Microsoft YaHei", "SimHei")
+#: Font files that a package manager installs (``apt-get install fonts-noto-cjk`` on Colab, Debian,
+#: Ubuntu): found by path, since matplotlib does not see fonts installed after its font cache was built.
+SYSTEM_CJK_FILES = ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+                    "/usr/share/fonts/opentype/noto/NotoSansCJKsc-Regular.otf",
+                    "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc", "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc")
+#: The font the book build draws figure text with (site/assets.json: @fontsource/noto-sans-sc 5.3.0,
+#: OFL-1.1), one 1.5 MB file that a Colab runtime fetches once when it has no CJK font.
+FONT_URL = ("https://cdn.jsdelivr.net/npm/@fontsource/noto-sans-sc@5.3.0/files/"
+            "noto-sans-sc-chinese-simplified-400-normal.woff")
+FONT_SHA256 = "dc20a86875ff056a6332c353bc9a82d199bb2e5aae1d444f912c1fbff783bfa5"
+FONT_CACHE = Path.home() / ".cache" / "transformer-core-site" / "fonts"
+#: What :func:`install` says when figures cannot be drawn in Chinese.
+NO_FONT_NOTICE = {CHINESE: (
+    "注意：这台机器上没有中文字体，图中的文字将保持英文（否则汉字会显示成方框）。"
+    "解决办法：在 Colab 或 Debian/Ubuntu 上运行 `!apt-get install -y fonts-noto-cjk`"
+    "（在自己的机器上去掉开头的 !，必要时加 sudo），然后重新运行本单元格；"
+    "也可以把环境变量 COURSE_CJK_FONT 设为一个中文字体文件（.ttf 或 .otf）的路径。")}
 
 _chosen: str | None = None
 
@@ -269,12 +292,13 @@ _installed: set[str] = set()
 _cjk_family: str | None = None
 
 
-def cjk_font() -> str | None:
+def cjk_font(*, fetch: bool = False) -> str | None:
     """A font file with Chinese glyphs that matplotlib can read, or None.
 
     ``$COURSE_CJK_FONT`` names a .ttf, .otf or .woff file (the book build fetches Noto Sans SC, see
     ``site/assets.json``; a .woff is converted to .ttf once, beside it or in ``~/.cache``); else one
-    of :data:`SYSTEM_CJK_FONTS` that matplotlib already knows.
+    of :data:`SYSTEM_CJK_FONTS` that matplotlib already knows, or of :data:`SYSTEM_CJK_FILES`; else
+    the font fetched before into :data:`FONT_CACHE`; else, with ``fetch``, :func:`fetch_cjk_font`'s.
     """
     from matplotlib import font_manager
 
@@ -291,7 +315,34 @@ def cjk_font() -> str | None:
         except ValueError:
             continue
         return found
+    for path in SYSTEM_CJK_FILES:
+        if Path(path).is_file():
+            return path
+    cached = FONT_CACHE / Path(FONT_URL).name
+    if cached.is_file() or fetch:
+        converted = _as_ttf(cached) if cached.is_file() else fetch_cjk_font()
+        return str(converted) if converted is not None else None
     return None
+
+
+def fetch_cjk_font(timeout: float = 30.0) -> Path | None:
+    """Download :data:`FONT_URL` into :data:`FONT_CACHE` (checked against :data:`FONT_SHA256`) and
+    return it as a .ttf; None when it cannot be fetched (offline, blocked, changed)."""
+    import urllib.request
+
+    target = FONT_CACHE / Path(FONT_URL).name
+    try:
+        with urllib.request.urlopen(FONT_URL, timeout=timeout) as response:
+            payload = response.read()
+        if hashlib.sha256(payload).hexdigest() != FONT_SHA256:
+            return None
+        FONT_CACHE.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.part")
+        partial.write_bytes(payload)
+        partial.replace(target)
+    except OSError:
+        return None
+    return _as_ttf(target)
 
 
 def _as_ttf(path: Path) -> Path | None:
@@ -334,13 +385,15 @@ def _translate_figure(figure) -> list:
     return undo
 
 
-def _install_figures(language: str) -> bool:
+def _install_figures(language: str, *, fetch: bool = False) -> bool:
     import matplotlib
     from matplotlib import font_manager
     from matplotlib.backend_bases import FigureCanvasBase
 
-    font = cjk_font()
+    font = cjk_font(fetch=fetch)
     if font is None:
+        if language in NO_FONT_NOTICE:
+            print(NO_FONT_NOTICE[language])
         return False
     global _cjk_family
     font_manager.fontManager.addfont(font)
@@ -389,6 +442,14 @@ def _translate_widget(widget) -> None:
             widget.value = translated
 
 
+def _relabelled(change) -> None:
+    """A widget's description set after it was made (``interact`` names a slider after its keyword)."""
+    if get_language() != ENGLISH and isinstance(change["new"], str):
+        translated = translate(change["new"], "figures")
+        if translated != change["new"]:
+            change["owner"].description = translated
+
+
 def _install_widgets(language: str) -> bool:
     try:
         from ipywidgets import Widget
@@ -403,9 +464,41 @@ def _install_widgets(language: str) -> bool:
             previous(widget)
         if get_language() != ENGLISH:
             _translate_widget(widget)
+        if widget.has_trait("description"):
+            widget.observe(_relabelled, names="description")
 
     constructed._course_language = True
     Widget.on_widget_constructed(constructed)
+    return True
+
+
+def _install_progress(language: str) -> bool:
+    """Translate a tqdm progress bar's description (``desc="train"`` -> ``训练``), also one set later."""
+    try:
+        from tqdm import std
+    except ImportError:
+        return False
+    original_init, original_set = std.tqdm.__init__, std.tqdm.set_description
+    if getattr(original_init, "_course_language", False):
+        return True
+
+    def _desc(desc):
+        return translate(desc, "figures") if isinstance(desc, str) and get_language() != ENGLISH else desc
+
+    @functools.wraps(original_init)
+    def __init__(self, *args, **kwargs):
+        if "desc" in kwargs:
+            kwargs["desc"] = _desc(kwargs["desc"])
+        elif len(args) > 1:
+            args = (args[0], _desc(args[1])) + args[2:]
+        original_init(self, *args, **kwargs)
+
+    @functools.wraps(original_set)
+    def set_description(self, desc=None, refresh=True):
+        return original_set(self, _desc(desc), refresh)
+
+    __init__._course_language = True
+    std.tqdm.__init__, std.tqdm.set_description = __init__, set_description
     return True
 
 
@@ -425,26 +518,42 @@ def _install_tracebacks(language: str, ipython) -> bool:
     return True
 
 
-def install(language: str | None = None, *, ipython=None) -> list[str]:
+class Installed(list):
+    """The places :func:`install` translates: a list that a notebook cell does not echo (the Chinese
+    setup cell ends with ``install('zh_CN')``, and its reader has nothing to do with the list)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def install(language: str | None = None, *, ipython=None, fetch_font: bool | None = None) -> Installed:
     """Translate what this kernel shows into ``language`` (default: the language in force).
 
-    Returns the places now translated, among ``"figures"``, ``"widgets"`` and ``"tracebacks"``
-    (figures only when a CJK font was found). English installs nothing.
+    Args:
+        fetch_font: download a CJK font when the machine has none (:func:`fetch_cjk_font`); default:
+            on Colab only, whose stock runtime has none.
+
+    Returns the places now translated, among ``"figures"``, ``"widgets"``, ``"progress"`` and
+    ``"tracebacks"`` (figures only when a CJK font was found: otherwise it prints, in the language,
+    how to get one). English installs nothing.
     """
     if language is not None:
         set_language(language)
     language = get_language()
     if language == ENGLISH:
-        return []
+        return Installed()
+    if fetch_font is None:
+        fetch_font = "google.colab" in sys.modules
     if ipython is None:
         try:
             from IPython import get_ipython
             ipython = get_ipython()
         except ImportError:
             ipython = None
-    done = []
-    for name, step in (("figures", lambda: _install_figures(language)),
+    done = Installed()
+    for name, step in (("figures", lambda: _install_figures(language, fetch=fetch_font)),
                        ("widgets", lambda: _install_widgets(language)),
+                       ("progress", lambda: _install_progress(language)),
                        ("tracebacks", lambda: _install_tracebacks(language, ipython))):
         if name in _installed or step():
             _installed.add(name)

@@ -235,3 +235,41 @@ def attention_explorer(q, k, tokens: Sequence[str] | None = None, *, causal: boo
     box.controls = {"head": head, "query": query, "scale": scale, "causal": causal_box}
     box.weights = current_weights
     return box
+
+
+def _chapter_figure_text(h, depth, k, window):
+    """Figure text that the chapters keep in variables (the names in a list that become legend labels,
+    a title handed to a helper, a progress bar's description, a slider that ``interact`` names after
+    its keyword) instead of writing it at the figure call where ``python -m autograder i18n update``
+    looks for it. Listed here, it gets entries in ``course_runtime/locales/*/figures.po``, and the
+    kernel hook (``course_runtime.language``) translates it when it is drawn. Never called."""
+    return dict(labels=[
+        # 1: timings and the recall task
+        "RNN, Python loop", "nn.RNN (C++ loop)", "self-attention, one call", "LSTM (300 steps)",
+        "attention (150 steps)", "LSTM", "attention",
+        # 3: scaling
+        "unscaled", "scaled by 1/sqrt(d)",
+        # 4: heads
+        "1 head", f"2 heads: head {h}",
+        # 5: layouts and warm-up
+        "plain", "residual", "Post-LN", "Pre-LN", "48 layers, PyTorch's default initialisation",
+        "48 layers, branches F with gain about 1", f"depth {depth}", "Pre-LN, warm-up 25", "Pre-LN, no warm-up",
+        "Post-LN, warm-up 25", "Post-LN, no warm-up", "training loss, seed 0 (moving average of 10 steps)",
+        "validation loss, seed 0",
+        # 6: the five schemes
+        "sinusoidal", "learned", "rope", "alibi", "training 5 models", "q = k = random", "q = k = all ones",
+        # 7: masks, exposure bias, sampling
+        "encoder: bidirectional", "decoder: causal", "decoder: cross-attention", "source query", "source key",
+        "target query", "target key", "source key (encoder output)", "teacher-forced", "free-running",
+        "reverse task", "model, tau = 1", "tau = 0.5", "tau = 2", "top-k, k = 3", "top-p, p = 0.9",
+        # 8: work per step, cache masks, the cache calculator
+        "linear", "prefill: 6 queries, 6 keys", "chunk: 3 queries after 5 cached", "decode: 1 query, 8 keys",
+        "layers", "batch", "tokens", "KV heads", "head dim", "dtype",
+        # 9: costs, sparse patterns, measured attention
+        "recurrent", f"conv (k={k})", "attention\n+ projections", "sliding window (w = 9)",
+        "dilated window (9 keys, step 2)", "global + local (tokens 0, 32)", "LSH buckets (sorted by bucket)",
+        "naive (materialises n x n)", "fused F.scaled_dot_product_attention",
+        f"sliding window by blocks (w = {window})", "sequence lengths", "time", "peak memory",
+        # 10 and the library's training loop
+        "Tiny Shakespeare", "the offline corpus", "temperature", "train",
+    ])

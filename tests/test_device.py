@@ -146,3 +146,10 @@ def test_cpu_bfloat16_probe_follows_torch_and_sets_the_cpu_preset(monkeypatch):
     monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
     monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
     assert dev.cpu_has_native_bfloat16() is False            # a build without the probes: float32
+
+
+def test_describe_device_speaks_the_language_in_force(monkeypatch):
+    """A Chinese notebook's setup cell prints the description in Chinese (issue 29)."""
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh_CN")
+    text = dev.describe_device("cpu")
+    assert "没有找到 GPU" in text and "更改运行时类型" in text and "No GPU" not in text

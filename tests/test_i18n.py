@@ -435,3 +435,24 @@ def test_the_chinese_exercises_have_chinese_docstrings_and_still_parse():
                 ast.parse(cell.source)
                 for body in i18n.docstrings(cell.source):
                     assert re.search(r"[\u4e00-\u9fff]", body), f"{path.relative_to(ROOT)}: English docstring {body[:60]!r}"
+
+
+def test_widgets_named_later_progress_bars_and_the_setup_cell_are_chinese(monkeypatch):
+    """``interact`` names a slider after its keyword, tqdm shows ``desc``, and ``install`` echoes nothing (issue 29)."""
+    from course_runtime import language
+
+    monkeypatch.setenv(language.ENV_LANGUAGE, "zh_CN")
+    monkeypatch.setattr(language, "_install_figures", lambda language, fetch=False: False)
+    places = language.install()
+    assert hasattr(places, "_ipython_display_") and "progress" in places
+    import ipywidgets as widgets
+    from tqdm import tqdm
+
+    slider = widgets.IntSlider(3)
+    slider.description = "layers"
+    assert slider.description == "层数"
+    import io
+
+    bar = tqdm(range(1), desc="train", file=io.StringIO())
+    assert bar.desc.startswith("训练")
+    bar.close()
