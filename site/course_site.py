@@ -13,7 +13,12 @@ rendered widgets and every image, and the browser test runs offline. This extens
    site (with ``--warningiserror`` that fails the build), naming the page and the address;
 5. in the Chinese build, gives each section the id of the same section of the English page (so
    ``page.html#scaled-dot-product-attention`` works in both languages and the language switch keeps
-   the reader's place) and puts the few interface words no theme catalogue translates into Chinese.
+   the reader's place) and puts the few interface words no theme catalogue translates into Chinese;
+6. in any build with a ``language``, puts its own catalogues first (``locale_dirs``:
+   ``booktheme.po`` before sphinx-book-theme's, ``course_site.po`` for words no catalogue reaches:
+   the search box's text, the launch buttons' tooltips, words the theme's HTML hard-codes, see
+   ``HARD_CODED``), and points the issue button at the page's own source (``zh/book/...`` in the
+   Chinese build, whose ``repository.path_to_book`` is ``zh``).
 
 Configuration (``_config.yml`` -> ``sphinx.config``):
 
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 import struct
 import sys
 import zlib
@@ -38,12 +44,32 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
+from sphinx.locale import get_translation
 from sphinx.util import logging
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fetch_assets  # noqa: E402  (a sibling module, not a package)
 
 logger = logging.getLogger(__name__)
+_translation = get_translation("course_site")
+_booktheme_translation = get_translation("booktheme")
+
+
+def _(message: str) -> str:
+    """course_site's translation of ``message`` (itself when no catalogue is loaded: the English build)."""
+    return str(_translation(message))
+
+
+def _booktheme(message: str) -> str:
+    return str(_booktheme_translation(message))
+
+# Catalogues this extension reads from ``locale_dirs`` before the themes' own (Sphinx itself reads
+# ``sphinx.po`` there first).
+CATALOGUES = ("booktheme", "course_site")
+# Attributes whose words the themes' HTML templates hard-code (no catalogue reaches them): the
+# finished pages are rewritten with course_site's translation of each.
+HARD_CODED = ('title="Toggle primary sidebar"', 'title="Toggle secondary sidebar"',
+              'aria-label="Main"', 'aria-label="Page"')
 
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 _REMOTE = re.compile(r"^(?:https?:)?//", re.IGNORECASE)
@@ -138,6 +164,79 @@ def _dedupe_scripts(context: dict) -> None:
     scripts[:] = kept
 
 
+def _on_builder_inited(app: Sphinx) -> None:
+    """Read ``locale_dirs``' booktheme and course_site catalogues first (see the module docstring).
+
+    Sphinx compiles only the ``sphinx`` domain's .po files and the theme registers its own booktheme
+    catalogue first, so these are compiled here and put in front, the theme's kept as the fallback.
+    """
+    from sphinx import locale
+    from sphinx.util.i18n import CatalogRepository
+
+    language = app.config.language
+    if not language or language == "en":
+        return
+    repo = CatalogRepository(app.srcdir, app.config.locale_dirs, language, app.config.source_encoding)
+    for catalog in repo.catalogs:
+        if catalog.domain in CATALOGUES and catalog.is_outdated():
+            catalog.write_mo(language)
+    for domain in CATALOGUES:
+        theirs = locale.translators.pop(("general", domain), None)
+        ours, found = locale.init(list(repo.locale_dirs), language, domain)
+        if not found:
+            if theirs is not None:
+                locale.translators[("general", domain)] = theirs
+            continue
+        if theirs is not None and theirs.__class__ is not locale.NullTranslations:
+            ours.add_fallback(theirs)
+    # The footer's "By <author>" (the theme reads the author per page): the course team's name is a
+    # course_site message, since autograder's i18n build translates only the title of _config.yml.
+    app.config.author = _(app.config.author)
+
+
+def _buttons(buttons: list) -> list[dict]:
+    """The header's buttons, those inside groups and dropdowns too."""
+    found = []
+    for button in buttons or []:
+        if isinstance(button, dict):
+            found.append(button)
+            found += _buttons(button.get("buttons"))
+    return found
+
+
+def _translate_header(app: Sphinx, pagename: str, context: dict) -> None:
+    """The interface words the theme builds itself: the search box's text, "Launch on" + " Colab",
+    and the issue button, which names the page without the book's folder (``zh/``)."""
+    if context.get("theme_search_bar_text"):
+        context["theme_search_bar_text"] = _(context["theme_search_bar_text"])
+    folder = str((app.config.html_theme_options or {}).get("path_to_docs") or "").strip("/")
+    page = "/" + (folder + "/" if folder else "") + pagename
+    for button in _buttons(context.get("header_buttons")):
+        text, tooltip = button.get("text"), button.get("tooltip")
+        if text and tooltip == f"{_booktheme('Launch on')} {text}":
+            button["tooltip"] = _("Launch on %(service)s") % {"service": text}
+        url = button.get("url") or ""
+        if button.get("label") == "source-issues-button" and "/issues/new?" in url:
+            body = _("Your issue content here.")
+            if context.get("page_source_suffix"):
+                source = page.lstrip("/") + context["page_source_suffix"]
+                body = _("Source file: %(path)s") % {"path": source} + "\n\n" + body
+            title = _("Issue on page %(page)s") % {"page": page + ".html"}
+            button["url"] = (url.split("/issues/new?", 1)[0] + "/issues/new?"
+                             + urllib.parse.urlencode({"title": title, "body": body}, quote_via=urllib.parse.quote))
+
+
+def _translate_hard_coded(text: str) -> str:
+    for attribute in HARD_CODED:
+        name, value = attribute.split("=", 1)
+        translated = _(value.strip('"'))
+        if translated != value.strip('"'):
+            text = text.replace(attribute, f'{name}="{translated}"')
+    # The footer's "{{ translate('By') }} {{ author }}": no space after a full-width colon ("作者：...").
+    return re.sub(r'(<p class="component-author">\s*[^<]*?[：:])[ \t]+(?=[^\s<])',
+                  lambda m: m.group(1) if m.group(1).endswith("：") else m.group(0), text)
+
+
 def _on_doctree_read(app: Sphinx, doctree) -> None:
     """Give each section the id its English twin has (the Chinese build; see the module docstring).
 
@@ -176,6 +275,7 @@ def _heading_ids(path: str) -> dict:
 
 def _on_html_page_context(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
     _dedupe_scripts(context)
+    _translate_header(app, pagename, context)
     body = context.get("body")
     if not body:
         return
@@ -228,7 +328,11 @@ def _on_build_finished(app: Sphinx, exception: Exception | None) -> None:
     for page in sorted(outdir.rglob("*.html")):
         if "_static" in page.relative_to(outdir).parts:
             continue
-        loads = remote_loads_in_html(page.read_text(encoding="utf-8", errors="replace"))
+        text = page.read_text(encoding="utf-8", errors="replace")
+        translated = _translate_hard_coded(text)
+        if translated != text:
+            page.write_text(translated, encoding="utf-8")
+        loads = remote_loads_in_html(translated)
         problems += [(page, url) for url in loads if not url.startswith(allowed)]
     for sheet in sorted((outdir / "_static").rglob("*.css")):
         loads = _CSS_URL.findall(sheet.read_text(encoding="utf-8", errors="replace"))
@@ -246,6 +350,7 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("course_site_body_replacements", {}, "html")
     # After myst-nb and the theme have set their own static paths.
     app.connect("config-inited", _on_config_inited, priority=900)
+    app.connect("builder-inited", _on_builder_inited, priority=900)   # after the theme's catalogue
     app.connect("html-page-context", _on_html_page_context, priority=900)
     app.connect("doctree-read", _on_doctree_read, priority=400)   # before the toc collector (500)
     app.connect("build-finished", _on_build_finished)
