@@ -397,10 +397,6 @@ def _validate(args: argparse.Namespace) -> int:
     _validate_isolation_note()
     ok, lines = validate(args.notebook, args.assignment, root=args.root, limits=_limits(args))
     print("\n".join(lines))
-    if ok:
-        print("all visible tests pass")
-    elif not (lines and lines[-1].startswith("all visible tests pass")):
-        print("not ready: see above")
     return 0 if ok else 1
 
 

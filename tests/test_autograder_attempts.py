@@ -16,7 +16,7 @@ from test_autograder_grading import ASSIGNMENT, GOOD_SCALE, GOOD_SOFTMAX, LIMITS
 
 from autograder.__main__ import main
 from autograder.core.errors import UsageError
-from autograder.core.results import GradeResult, url_safe_name
+from autograder.core.results import GradeResult, Status, url_safe_name
 from autograder.engine.batch import check_complete, merge_results, shard_from_environment
 from autograder.engine.submissions import attempt_of
 from autograder.instructor.after_grading import merge_hand_scores
@@ -185,7 +185,7 @@ def test_a_job_engine_environment_that_names_no_shard_is_a_usage_error(env, mess
 
 
 def _shard_folder(folder: Path, student: str, shard: tuple[int, int]) -> Path:
-    result = GradeResult(student, ASSIGNMENT, "graded", score=1.0, max_score=3.0,
+    result = GradeResult(student, ASSIGNMENT, "graded", kind=Status.GRADED, score=1.0, max_score=3.0,
                          cells={"fixture:test_softmax": 1.0}, cell_max_scores={"fixture:test_softmax": 3.0})
     path = folder / "results" / student / f"{ASSIGNMENT}.json"
     path.parent.mkdir(parents=True)

@@ -19,7 +19,7 @@ from test_autograder_grading import ASSIGNMENT, GOOD_SCALE, GOOD_SOFTMAX, LIMITS
 from autograder.__main__ import main
 from autograder.core.errors import UsageError
 from autograder.core.outcomes import CellOutcome
-from autograder.core.results import GradeResult
+from autograder.core.results import GradeResult, Status
 from autograder.engine.batch import merge_results, parse_shard, shard_of
 from autograder.engine.grade_one import _name_the_root_cause
 from autograder.engine.validate import validate
@@ -98,7 +98,7 @@ def test_shards_graded_apart_and_merged_equal_one_run(course, tmp_path, capsys):
 
 
 def _result_file(out: Path, student: str, score: float) -> None:
-    result = GradeResult(student, ASSIGNMENT, "graded", score=score, max_score=3.0,
+    result = GradeResult(student, ASSIGNMENT, "graded", kind=Status.GRADED, score=score, max_score=3.0,
                          cells={"fixture:test_softmax": score}, cell_max_scores={"fixture:test_softmax": 3.0})
     path = out / "results" / student / f"{ASSIGNMENT}.json"
     path.parent.mkdir(parents=True)
@@ -157,12 +157,15 @@ def test_ctrl_c_saves_what_was_finished_says_so_briefly_and_resumes(course, tmp_
 
 def test_a_test_failing_on_a_missing_name_names_the_earlier_error_first():
     failed_import = "ModuleNotFoundError: No module named 'numpyy'"
-    missing = CellOutcome("error", "NameError: name 'softmax' is not defined in your notebook")
+    missing = CellOutcome("error", "NameError: name 'softmax' is not defined in your notebook", exception="NameError")
     assert _name_the_root_cause(missing, failed_import).reason.startswith(
         f"an earlier cell failed: {failed_import}; so this test fails with NameError")
     assert _name_the_root_cause(missing, None) == missing
-    wrong = CellOutcome("error", "AssertionError: softmax is wrong")
+    wrong = CellOutcome("error", "AssertionError: softmax is wrong", exception="AssertionError")
     assert _name_the_root_cause(wrong, failed_import) == wrong
+    # The referee's exception class decides, not the words: a message that starts with NameError is not one.
+    worded = CellOutcome("error", "NameError: said by an AssertionError", exception="AssertionError")
+    assert _name_the_root_cause(worded, failed_import) == worded
 
 
 def test_validate_reports_the_import_that_failed_not_only_the_missing_name(course, tmp_path):

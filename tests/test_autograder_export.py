@@ -18,7 +18,7 @@ import pytest
 from autograder.__main__ import main
 from autograder.core.errors import UsageError
 from autograder.core.outcomes import CellOutcome
-from autograder.core.results import (GradeResult, load_result, result_path, url_safe_name, write_atomically,
+from autograder.core.results import (GradeResult, Status, load_result, result_path, url_safe_name, write_atomically,
                                 write_grades_csv)
 from autograder.engine.feedback import INSTRUCTOR_BEGIN, render_feedback, scrub_paths
 from autograder.engine.plan import TEST, RunCell
@@ -35,7 +35,7 @@ def result(student, lms_id="", *, assignment="01-a", cells=None, late=False, sub
     cells = dict(cells if cells is not None else {k: (None if "manual" in k else v) for k, v in maxima.items()})
     if status != "graded":
         return GradeResult(student, assignment, status, lms_id=lms_id, late=late, submitted_at=submitted_at)
-    return GradeResult(student, assignment, status, score=sum(v for v in cells.values() if v is not None),
+    return GradeResult(student, assignment, status, kind=Status.GRADED, score=sum(v for v in cells.values() if v is not None),
                        max_score=sum(maxima.values()), cells=cells, cell_max_scores=maxima, lms_id=lms_id,
                        needs_manual_grade=any(v is None for v in cells.values()), late=late,
                        submitted_at=submitted_at)
@@ -83,6 +83,24 @@ def test_old_result_files_load_with_defaults_and_unknown_fields_are_ignored(tmp_
     path.write_text(json.dumps({**old, "a_field_from_the_future": 1}))
     loaded = load_result(path)
     assert loaded is not None and loaded.late is False and loaded.submitted_at == "" and loaded.score == 5
+
+
+def test_results_of_the_previous_format_without_kind_get_it_from_their_status(tmp_path):
+    """Before ``kind`` existed a result said only in words whether the grader had failed (graded again)."""
+    path = tmp_path / "r.json"
+    for status, kind in [("graded", Status.GRADED), ("internal error: OSError: x", Status.GRADER_FAILED),
+                         ("the kernel did not start (timeout)", Status.GRADER_FAILED),
+                         ("unreadable notebook a.ipynb: cut off", Status.NOT_GRADED)]:
+        old = asdict(result("ann", status=status))
+        del old["kind"]
+        path.write_text(json.dumps(old))
+        loaded = load_result(path)
+        assert loaded.kind is kind and loaded.graded == (kind is Status.GRADED), status
+    # The current format stores the kind and reads it back, whatever the words say.
+    path.write_text(json.dumps(asdict(result("ann", status="internal error: x"))))
+    assert load_result(path).kind is Status.NOT_GRADED
+    path.write_text(json.dumps({**asdict(result("ann")), "kind": "no such kind"}))
+    assert load_result(path) is None
 
 
 def test_grades_csv_columns_follow_the_notebook_order_not_the_alphabet(tmp_path):

@@ -25,7 +25,7 @@ import pytest
 
 from autograder.core.limits import Limits
 from autograder.core.outcomes import CellOutcome
-from autograder.core.results import GradeResult, write_grades_csv
+from autograder.core.results import GradeResult, Status, write_grades_csv
 from autograder.core.safe_output import csv_text, from_spreadsheet_cell, safe_mathml, spreadsheet_cell
 from autograder.engine import disclosure, feedback
 from autograder.engine.grade_one import run_notebook
@@ -59,7 +59,7 @@ def test_no_module_of_the_grader_writes_csv_without_the_neutralising_helper():
 
 
 def test_grades_csv_neutralises_names_and_keeps_negative_scores_numeric(tmp_path):
-    result = GradeResult("=cmd|' /C calc'!A0", "@attention", status="graded", score=-3.0, max_score=10.0,
+    result = GradeResult("=cmd|' /C calc'!A0", "@attention", status="graded", kind=Status.GRADED, score=-3.0, max_score=10.0,
                          cells={"nb:q1": -0.5}, cell_max_scores={"nb:q1": 1.0}, files=["-evil.ipynb"])
     write_grades_csv(tmp_path / "grades.csv", [result])
     row = next(csv.DictReader(io.StringIO((tmp_path / "grades.csv").read_text(encoding="utf-8"))))
@@ -141,7 +141,8 @@ def test_mathml_keeps_the_math_and_escapes_everything_else():
 
 
 def test_the_status_and_similarity_pages_carry_the_policy():
-    assert_runs_no_script(feedback.status_page(student="<b>x</b>", assignment="a", status="unreadable notebook"))
+    assert_runs_no_script(feedback.status_page(student="<b>x</b>", assignment="a", status="unreadable notebook",
+                                                 kind=Status.UNREADABLE))
     assert_runs_no_script(similarity.render_html(similarity.Report([], {}, {}, [], 2, 0.1)))
 
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 
 from autograder.core.files import REPO_ROOT, read_notebook
-from autograder.core.results import GradeResult, load_results, result_path, write_atomically
+from autograder.core.results import GradeResult, Status, load_results, result_path, write_atomically
 from autograder.engine.answers import load_answers, save_answers
 from autograder.engine.plan import assemble, load_plan
 from autograder.instructor.similarity import (SOLUTION, THRESHOLD, build_report, chosen_names, fingerprint_work,
@@ -158,7 +158,7 @@ def store_graded(out, learner: str, sources: dict[str, str]) -> GradeResult:
         if grade_id in sources:
             cell.source = sources[grade_id]
     assembly = assemble(plan.notebooks[NOTEBOOK], nb)
-    result = GradeResult(learner, ASSIGNMENT, "graded", score=5.0, max_score=15.0,
+    result = GradeResult(learner, ASSIGNMENT, "graded", kind=Status.GRADED, score=5.0, max_score=15.0,
                          cells={f"{NOTEBOOK}:test_attention": 3.0}, cell_max_scores={f"{NOTEBOOK}:test_attention": 3.0},
                          fingerprint=f"fp-{learner}")
     write_atomically(result_path(out, learner, ASSIGNMENT), json.dumps(dataclasses.asdict(result)).encode())

@@ -18,6 +18,8 @@ class CellOutcome:
         refused: for a test cell, the names its guards switched off when the kernel's guard refused a
             built-in the learner's code reached (set by the referee from the test's own guards, never
             from the kernel's text); the grader flags them for the instructor.
+        exception: for a test whose visible part raised, the exception's class name (set by the
+            referee), else "".
     """
 
     status: str
@@ -25,6 +27,7 @@ class CellOutcome:
     outputs: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     refused: tuple[str, ...] = ()
+    exception: str = ""
 
     @property
     def ok(self) -> bool:

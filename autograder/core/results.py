@@ -14,11 +14,31 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 
 from autograder.core.safe_output import csv_text
 
 GRADED = "graded"
+
+
+class Status(str, Enum):
+    """What became of a submission, as the grader acts on it (the words of :attr:`GradeResult.status`
+    are only shown, never read): graded, one of the submission's own problems (each with its advice on
+    the learner's page), or a failure of the grader, graded again on the next run."""
+
+    GRADED = GRADED
+    UNREADABLE = "unreadable notebook"
+    WRONG_NOTEBOOK = "wrong notebook"
+    NO_NOTEBOOK = "no notebook"
+    OLDER_ATTEMPT = "older attempt"
+    SYMBOLIC_LINK = "symbolic link"
+    NOT_GRADED = "not graded"
+    GRADER_FAILED = "grader failed"
+
+
+# How a result written before :attr:`GradeResult.kind` existed said that the grader had failed.
+_PREVIOUS_FORMAT_FAILURES = ("internal error", "the kernel did not start")
 CSV_COLUMNS = ["student", "lms_id", "assignment", "score", "max_score", "status", "needs_manual_grade",
                "flags", "seconds", "late", "submitted_at", "file", "other_attempts"]
 
@@ -35,7 +55,7 @@ class GradeResult:
     Attributes:
         student, assignment: who (unique: the name, and ``#<LMS id>`` when there is one; bytes that
             are not UTF-8 shown as U+FFFD) and what.
-        status: ``"graded"`` or why not.
+        status: ``"graded"`` or why not, in words (shown, never read).
         score, max_score: total points (None when not graded).
         cells: ``"<notebook>:<grade_id>"`` -> points the autograder gave (None: needs a human).
         cell_max_scores: ``"<notebook>:<grade_id>"`` -> points available.
@@ -53,6 +73,7 @@ class GradeResult:
         files: the notebook files graded (their names, as submitted).
         other_attempts: the learner's other attempts at this assignment, not graded
             (:func:`autograder.engine.submissions.newest_attempts_first`).
+        kind: what became of it (:class:`Status`); the grader acts on this, never on ``status``.
     """
 
     student: str
@@ -75,11 +96,12 @@ class GradeResult:
     submitted_at: str = ""
     files: list[str] = field(default_factory=list)
     other_attempts: list[str] = field(default_factory=list)
+    kind: Status = Status.NOT_GRADED
 
     @property
     def graded(self) -> bool:
         """Whether the submission was graded."""
-        return self.status == GRADED
+        return self.kind is Status.GRADED
 
     @property
     def learner(self) -> str:
@@ -89,15 +111,24 @@ class GradeResult:
     @classmethod
     def from_dict(cls, data: dict) -> "GradeResult":
         """A result from its JSON form; fields an older version did not write get their defaults,
-        fields this version does not know are ignored.
+        fields this version does not know are ignored. A result of the previous format, which had no
+        ``kind``, gets it from its ``status`` as that format wrote it.
 
         Raises:
             TypeError: if ``data`` is not a mapping or lacks ``student``, ``assignment`` or ``status``.
+            ValueError: if its ``kind`` is not a :class:`Status`.
         """
         if not isinstance(data, dict):
             raise TypeError(f"a result must be a JSON object, not {type(data).__name__}")
         known = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        result = cls(**{key: value for key, value in data.items() if key in known})
+        if "kind" in data:
+            result.kind = Status(data["kind"])
+        elif result.status == GRADED:
+            result.kind = Status.GRADED
+        elif str(result.status).startswith(_PREVIOUS_FORMAT_FAILURES):
+            result.kind = Status.GRADER_FAILED
+        return result
 
 
 _SAFE_CHARACTER = re.compile(r"[\w\- .()+,@=~#]")
@@ -201,7 +232,7 @@ def load_result(path: Path) -> GradeResult | None:
 def load_results(out_dir: Path) -> list[GradeResult]:
     """Every result under ``<out>/results``, sorted by assignment and student; unreadable ones skipped."""
     results = [r for r in map(load_result, sorted((Path(out_dir) / "results").glob("*/*.json"))) if r is not None]
-    return sorted(results, key=lambda r: (r.assignment, r.student, r.status != GRADED))
+    return sorted(results, key=lambda r: (r.assignment, r.student, not r.graded))
 
 
 def one_line(text: str, limit: int = 300) -> str:

@@ -32,16 +32,12 @@ from autograder.core.errors import GradingInterrupted, UsageError
 from autograder.core.files import REPO_ROOT, clean_text
 from autograder.core.limits import EXECUTE_TIMEOUT_S
 from autograder.core.limits import Limits
-from autograder.core.results import (GradeResult, load_result, load_results, one_line, result_path, write_atomically,
+from autograder.core.results import (GradeResult, Status, load_result, load_results, one_line, result_path, write_atomically,
                                 write_grades_csv)
 from autograder.engine.grade_one import fingerprint, grade_submission, write_status_page
 from autograder.engine.mounts import kernel_library
 from autograder.engine.plan import AssignmentPlan, PlanError, load_plan
 from autograder.engine.submissions import Catalogue, Submission, collect_submissions, extract_zip, newest_attempts_first
-
-# Statuses that say the grader, not the submission, failed: such results get their row, and the
-# next run grades them again.
-RETRY_PREFIXES = ("internal error", "the kernel did not start")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -285,7 +281,8 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                                      lms_id=submission.lms_id, late=submission.late,
                                      submitted_at=submission.submitted_at,
                                      fingerprint=fingerprint(submission, None), origin=clean_text(submission.origin),
-                                     files=submission.files, other_attempts=submission.other_attempts)
+                                     files=submission.files, other_attempts=submission.other_attempts,
+                                     kind=submission.problem_kind)
                 if not duplicate:                   # the learner's newest attempt: they get a page saying why
                     write_status_page(out_dir, submission, result)
                 write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
@@ -293,7 +290,7 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                 continue
             previous = load_result(path)
             if (previous is not None and previous.fingerprint == fingerprint(submission, plan)
-                    and not previous.status.startswith(RETRY_PREFIXES)
+                    and previous.kind is not Status.GRADER_FAILED
                     and not {submission.student, submission.learner, clean_text(submission.learner)} & set(regrade)):
                 results.append(previous)
                 continue

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from autograder.core.files import REPO_ROOT
 from autograder.core.outcomes import CellOutcome
+from autograder.core.results import Status, load_results, write_atomically
 from autograder.core.safe_output import page_head, safe_mathml
 from autograder.engine.plan import HIDDEN_NOTE, MANUAL, SOLUTION, TASK, TEST, RunCell, strip_hidden_region
 from autograder.engine.sandbox import LEARNER_HOME
@@ -50,19 +51,19 @@ MAX_OUTPUT_CHARS = 20_000
 MAX_IMAGE_CHARS = 4 * 1024 * 1024
 _ENDED = {"error": "raised an error", "timeout": "ran out of time", "stopped": "stopped the kernel",
           "not run": "was not run"}
-# What a learner whose submission could not be graded should do, by the start of the status.
+# What a learner whose submission could not be graded should do, by what became of it.
 _RESUBMIT = {
-    "unreadable notebook": "the file is not a notebook Jupyter can open (it may be cut off or saved by another "
+    Status.UNREADABLE: "the file is not a notebook Jupyter can open (it may be cut off or saved by another "
                            "program). Open it in Jupyter or Colab; if it does not open, download your notebook "
                            "again (File > Download > .ipynb) and submit that file.",
-    "wrong notebook": "you submitted the notebook of another assignment. Submit this assignment's notebook.",
-    "no notebook": "no notebook of this assignment was found in your submission. Submit the .ipynb file itself "
+    Status.WRONG_NOTEBOOK: "you submitted the notebook of another assignment. Submit this assignment's notebook.",
+    Status.NO_NOTEBOOK: "no notebook of this assignment was found in your submission. Submit the .ipynb file itself "
                    "(not a PDF, a link or a zip of it).",
-    "an older attempt": "nothing: your newest attempt is the one graded.",
-    "a symbolic link": "submit the notebook file itself.",
-    "": "ask your instructor; this is about the grader, not your work, when the reason says \"internal error\" "
-        "or \"the kernel did not start\", and it is graded again on the next run.",
+    Status.OLDER_ATTEMPT: "nothing: your newest attempt is the one graded.",
+    Status.SYMBOLIC_LINK: "submit the notebook file itself.",
 }
+_ASK = ("ask your instructor; this is about the grader, not your work, when the reason says \"internal error\" "
+        "or \"the kernel did not start\", and it is graded again on the next run.")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -470,11 +471,12 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
     return "".join(parts)
 
 
-def status_page(*, student: str, assignment: str, status: str, attempt: str = "",
+def status_page(*, student: str, assignment: str, status: str, kind: Status, attempt: str = "",
                 other_attempts: list[str] | tuple[str, ...] = ()) -> str:
-    """The feedback page of a submission that could not be graded: why, and what to submit again."""
+    """The feedback page of a submission that could not be graded: why (``status``), and what to submit
+    again (by ``kind``)."""
     esc = html.escape
-    advice = _RESUBMIT.get(next((k for k in _RESUBMIT if status.startswith(k)), ""), _RESUBMIT[""])
+    advice = _RESUBMIT.get(kind, _ASK)
     return (page_head(f"{assignment or 'submission'}: not graded", _STYLE)
             + f"<h1>{esc(assignment or 'Your submission')}</h1>{GRADE_BEGIN}{GRADE_END}"
             f"<p>Feedback for <b>{esc(student)}</b>: your submission <b>could not be graded</b>.</p>"
@@ -498,8 +500,6 @@ def refresh_grade_headers(out_dir: Path | str, results, late=None) -> int:
     Returns:
         How many pages changed.
     """
-    from autograder.core.results import load_results
-
     automatic = {(r.learner, r.assignment): r.score for r in load_results(out_dir) if r.graded}
     changed = 0
     for result in results:
@@ -522,8 +522,6 @@ def rewrite_pages(out_dir: Path | str, result, edit) -> int:
     Returns:
         How many pages were rewritten.
     """
-    from autograder.core.results import write_atomically
-
     changed = 0
     for relative in result.feedback:
         path = Path(out_dir) / relative

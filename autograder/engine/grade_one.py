@@ -17,7 +17,7 @@ from pathlib import Path
 
 from autograder.core.files import NotebookError, clean_text, read_notebook
 from autograder.core.limits import Limits
-from autograder.core.results import GRADED, GradeResult, feedback_folder, one_line, path_name, write_atomically
+from autograder.core.results import GRADED, GradeResult, Status, feedback_folder, one_line, path_name, write_atomically
 from autograder.engine.answers import save_answers
 from autograder.engine.disclosure import after_hidden_cell, runs_after_hidden_code, shown_test_reason
 from autograder.engine.mounts import kernel_library
@@ -110,7 +110,7 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
 def _name_the_root_cause(outcome, first_failure: str | None):
     """A test that fails because a name is missing, after an earlier cell raised (an import that
     failed, a class that did not compile), says the earlier error first: that is what to fix."""
-    if outcome.ok or first_failure is None or not outcome.reason.startswith("NameError"):
+    if outcome.ok or first_failure is None or outcome.exception != "NameError":
         return outcome
     return replace(outcome, reason=f"an earlier cell failed: {one_line(first_failure, 200)}; "
                                    f"so this test fails with {outcome.reason}")
@@ -133,7 +133,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
     """
     from autograder.engine.feedback import render_feedback, submitted_outputs
     from autograder.engine.referee import RefereeError
-    from autograder.engine.runner import KernelStopped, SandboxedKernel
+    from autograder.engine.runner import KernelDidNotStart, KernelStopped, SandboxedKernel
 
     start = time.perf_counter()
     result = GradeResult(clean_text(submission.student), submission.assignment, status="",
@@ -147,13 +147,14 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                 learner[name] = read_notebook(file)
             except NotebookError as error:
                 result.status = f"unreadable notebook {file.name}: {one_line(str(error).split(': ', 1)[-1])}"
+                result.kind = Status.UNREADABLE
                 return result
         assemblies = {name: assemble(nb_plan, learner[name]) for name, nb_plan in plan.notebooks.items()
                       if name in learner}
         wrong = _wrong_notebook(plan, learner.values(), catalogue_ids,
                                 matched=sum(a.matched for a in assemblies.values()))
         if wrong:
-            result.status = wrong
+            result.status, result.kind = wrong, Status.WRONG_NOTEBOOK
             return result
         pages, runs = {}, {}
         for name, nb_plan in plan.notebooks.items():
@@ -167,11 +168,14 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
                 await kernel.start()
                 outcomes = await run_notebook(kernel, referee, assembly.cells, nb_plan.imports, limits)
                 outcomes = in_learners_language(assembly.cells, outcomes, learner.get(name))
+            except KernelDidNotStart as error:
+                result.status, result.kind = str(error), Status.GRADER_FAILED
+                return result
             except KernelStopped as error:
                 result.status = str(error)
                 return result
             except RefereeError as error:
-                result.status = f"internal error: {error}"
+                result.status, result.kind = f"internal error: {error}", Status.GRADER_FAILED
                 return result
             finally:
                 await kernel.stop()
@@ -208,9 +212,10 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         result.max_score = sum(result.cell_max_scores.values())
         # the answers as graded, for hand grading by question and the similarity report
         save_answers(out_dir, submission.learner, plan.name, assemblies, result.fingerprint)
-        result.status = GRADED
+        result.status, result.kind = GRADED, Status.GRADED
     except Exception as error:  # the batch must survive anything one submission does
         result.status = f"internal error: {type(error).__name__}: {one_line(str(error))}"
+        result.kind = Status.GRADER_FAILED
     finally:
         result.seconds = time.perf_counter() - start
         if not result.graded:
@@ -276,7 +281,7 @@ def write_status_page(out_dir: Path, submission: Submission, result: GradeResult
 
     try:
         page = status_page(student=clean_text(submission.learner), assignment=submission.assignment,
-                           status=result.status, attempt=submission.described(),
+                           status=result.status, kind=result.kind, attempt=submission.described(),
                            other_attempts=submission.other_attempts)
         result.feedback = write_pages(out_dir, submission, {"not-graded.html": page})
     except Exception:                           # a page is a courtesy; the row says the same

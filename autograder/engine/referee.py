@@ -17,13 +17,15 @@ grader -> referee                          referee -> grader
 ========================================= =========================================================
 ``{"type": "start", "prelude": [...]}``   ``{"type": "ready"}`` (the notebook's imports are done)
 ``{"type": "test", "source": ...}``       ``{"type": "kernel", "request": ...}`` (any number), then
-                                          ``{"type": "verdict", "ok": ..., "reason": ..., "refused": [...]}``
+                                          ``{"type": "verdict", "ok": ..., "reason": ..., "exception": ...,
+                                          "refused": [...]}``
 ``{"type": "response", "text": ...}`` or  (the kernel's answer to the last request, or why there is
 ``{"type": "unavailable", "reason": ...}`` none)
 ========================================= =========================================================
 
 ``refused`` lists the names switched off by the guards under which the kernel refused a built-in during
-the test (:attr:`course_runtime.remote.Session.refused`), for the instructor's flags.
+the test (:attr:`course_runtime.remote.Session.refused`), for the instructor's flags; ``exception`` is
+the class name of the exception a visible part of the test raised, or "" (:attr:`Referee.exception`).
 
 Whatever a test prints is discarded: feedback is built from verdicts only. :class:`RefereeProcess`
 is the grader's end: one referee per job slot, reused for every notebook that slot grades.
@@ -219,6 +221,7 @@ class Referee:
         self.namespace: Namespace | None = None
         self.cells = 0
         self.public: dict[str, str] = {}  # test cell file name -> its source without hidden lines
+        self.exception = ""  # the class name of the exception the last test's visible part raised, or ""
 
     def public_definition(self, value: object) -> dict:
         """The source of a top-level ``def`` or ``class`` of the visible part of a test cell."""
@@ -257,6 +260,7 @@ class Referee:
         self.public[filename] = public
         self.namespace.forget_fetched()
         self.session.begin_test()
+        self.exception = ""
         try:
             with remote.active(self.session):
                 exec(compile(source, filename, "exec"), self.namespace)
@@ -268,6 +272,7 @@ class Referee:
                 return False, hidden_failure(error, source, lines)
             if isinstance(error, wire.WireError):
                 return False, f"the kernel's answer could not be read: {error}"
+            self.exception = type(error).__name__
             return False, describe(error)
         return True, ""
 
@@ -391,7 +396,8 @@ class RefereeProcess:
                 refused = tuple(str(name)[:200] for name in message.get("refused") or ())
                 if message.get("ok"):
                     return CellOutcome("ok", refused=refused)
-                return CellOutcome("error", str(message.get("reason", ""))[:MAX_REASON_CHARS], refused=refused)
+                return CellOutcome("error", str(message.get("reason", ""))[:MAX_REASON_CHARS], refused=refused,
+                                   exception=str(message.get("exception") or "")[:MAX_REASON_CHARS])
             if message.get("type") != "kernel":
                 await self.close()
                 raise RefereeError(f"the referee sent an unexpected message {str(message)[:80]}")
@@ -445,7 +451,8 @@ def main() -> None:
                 send({"type": "ready", "error": describe(error)})
         elif message["type"] == "test":
             ok, reason = referee.run_test(message["source"])
-            send({"type": "verdict", "ok": ok, "reason": reason, "refused": list(referee.session.refused)})
+            send({"type": "verdict", "ok": ok, "reason": reason, "exception": referee.exception,
+                  "refused": list(referee.session.refused)})
 
 
 if __name__ == "__main__":

@@ -85,6 +85,10 @@ class KernelStopped(Exception):
     """The kernel is gone (or was stopped); the message says why, for the learner."""
 
 
+class KernelDidNotStart(KernelStopped):
+    """The kernel did not start: the grader's failure, not the submission's (graded again on the next run)."""
+
+
 def fork_server_socket() -> str | None:
     """The socket of this process's fork server, starting it if needed (this blocks while it warms
     up); None where warm processes cannot be used (see :func:`autograder.engine.forkserver.available`)."""
@@ -334,12 +338,12 @@ class SandboxedKernel:
         except (RuntimeError, TimeoutError, OSError) as error:
             log = self.log_tail()
             await self.stop()
-            raise KernelStopped(f"the kernel did not start ({error})" + (f": {log}" if log else "")) from None
+            raise KernelDidNotStart(f"the kernel did not start ({error})" + (f": {log}" if log else "")) from None
         self._reader = asyncio.ensure_future(self._read_iopub())
         installed = await self.run(INSTALL_AGENT, self.limits.startup_timeout, silent=True)
         if not installed.ok:
             await self.stop()
-            raise KernelStopped(f"the kernel did not start (the grading agent failed: {installed.reason})")
+            raise KernelDidNotStart(f"the kernel did not start (the grading agent failed: {installed.reason})")
         self.deadline = time.monotonic() + self.limits.notebook_timeout
 
     def _make_cgroup(self) -> str:

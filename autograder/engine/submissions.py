@@ -24,7 +24,7 @@ from pathlib import Path
 from autograder.core.errors import UsageError
 from autograder.core.files import MAX_NOTEBOOK_BYTES, REPO_ROOT, NotebookError, clean_text, read_notebook
 from autograder.core.files import assignment_notebooks, list_assignments
-from autograder.core.results import learner_key, one_line
+from autograder.core.results import Status, learner_key, one_line
 
 ALL = "all"
 ZIP_MAX_BYTES = 2 * 1024 ** 3
@@ -55,6 +55,7 @@ class Submission:
             (ISO 8601), or "" when there is no file; told from the files when not given.
         other_attempts: the learner's other files for this assignment that are not graded (older
             attempts, see :func:`newest_attempts_first`), as ``"<file> (submitted <time>)"``.
+        problem_kind: what kind of problem ``problem`` is (:class:`autograder.core.results.Status`).
     """
 
     student: str
@@ -66,6 +67,7 @@ class Submission:
     late: bool = False
     submitted_at: str = ""
     other_attempts: list[str] = field(default_factory=list)
+    problem_kind: Status = Status.NOT_GRADED
 
     def __post_init__(self) -> None:
         files = [Path(self.origin), *map(Path, self.notebooks.values())]
@@ -145,6 +147,7 @@ def newest_attempts_first(found: list[Submission]) -> list[Submission]:
             newest.other_attempts.append(submission.described())
             submission.problem = (f"an older attempt, not graded: the newest attempt of {clean_text(newest.learner)}, "
                                   f"{newest.described()}, is graded")
+            submission.problem_kind = Status.OLDER_ATTEMPT
         ordered += group
     return ordered
 
@@ -263,6 +266,7 @@ class Catalogue:
             got = ", ".join([clean_text(f.name) for f in files] + others) or "nothing"
             problem = f"no notebook of {assignment} found (expected {wanted}; found {got})"
         return Submission(who[0], assignment, found, origin, problem, lms_id=who[1],
+                          problem_kind=Status.NO_NOTEBOOK,
                           other_attempts=[f"{clean_text(f.name)} (submitted {readable_time(_submitted_at([f]))})"
                                           for f in older])
 
@@ -436,7 +440,8 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
                 read_notebook(file)
             except NotebookError as error:
                 return [Submission(who[0], "", {}, file, f"unreadable notebook {clean_text(file.name)}: "
-                                   + one_line(str(error).split(": ", 1)[-1]), lms_id=who[1])]
+                                   + one_line(str(error).split(": ", 1)[-1]), lms_id=who[1],
+                                   problem_kind=Status.UNREADABLE)]
             return [Submission(who[0], "", {}, file,
                                "cannot tell which assignment this notebook belongs to; "
                                "put it in a folder named after the assignment", lms_id=who[1])]
@@ -465,7 +470,8 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
                                         + ", ".join(clean_text(f.name) for f in files), lms_id=who[1]))
         if not found:
             found.append(Submission(who[0], "", {}, folder, "no notebooks found (found "
-                                    + (", ".join(_other_files(folder)) or "nothing") + ")", lms_id=who[1]))
+                                    + (", ".join(_other_files(folder)) or "nothing") + ")", lms_id=who[1],
+                                    problem_kind=Status.NO_NOTEBOOK))
         return found
 
     def entry_submissions(entry: Path) -> list[Submission]:
@@ -474,7 +480,8 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
         try:
             if entry.is_symlink():
                 return [Submission(who[0], assignment if assignment != ALL else "", {}, entry,
-                                   "a symbolic link was submitted; links are not followed", lms_id=who[1])]
+                                   "a symbolic link was submitted; links are not followed", lms_id=who[1],
+                                   problem_kind=Status.SYMBOLIC_LINK)]
             if entry.is_file() and entry.suffix == ".ipynb":
                 return loose(who, entry)
             if entry.is_dir():

@@ -118,6 +118,10 @@ def _validation_plan(path: Path, assignment: str | None, root: Path) -> tuple[As
                      f"(one of: {', '.join(known)})")
 
 
+ALL_PASS = "all visible tests pass"
+NOT_READY = "not ready: see above"
+
+
 def validate(notebook: Path | str, assignment: str | None = None, *, root: Path = REPO_ROOT,
              limits: Limits | None = None) -> tuple[bool, list[str]]:
     """Check a notebook the way the grader will, with the visible tests only.
@@ -136,7 +140,9 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
         limits: resource limits (default :class:`Limits`).
 
     Returns:
-        ``(ok, lines)``: whether every visible test passed and nothing needed repair, and a report.
+        ``(ok, lines)``: whether every visible test passed and nothing needed repair, and a report
+        whose last line is the verdict (:data:`ALL_PASS`, :data:`NOT_READY`, or that the tests pass
+        on the course's current cells).
 
     Raises:
         UsageError: if the file is missing, the packages of the ``validate`` extra are not installed,
@@ -155,13 +161,14 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     try:
         learner = read_notebook(path)
     except NotebookError as error:
-        return False, [f"this file cannot be graded: {error}"]
+        return False, [f"this file cannot be graded: {error}", NOT_READY]
     stem = lms_file_stem(path.stem)
     nb_plan = plan.notebooks.get(stem) or next(iter(plan.notebooks.values()))
     assembly = assemble(nb_plan, learner)
     enforce(nb_plan, assembly)                 # the grader's source check, worded like the kernel's guard
     if assembly.matched == 0:
-        return False, [f"none of the cells of {name}/{nb_plan.name}.ipynb were found: is this the right notebook?"]
+        return False, [f"none of the cells of {name}/{nb_plan.name}.ipynb were found: is this the right notebook?",
+                       NOT_READY]
     lines = [f"checking {path.name} as {name}/{nb_plan.name}.ipynb (against {origin})"]
     lines += [f"note: {note}" for note in assembly.notes]
     lines += [f"warning: {advice}" for advice in assembly.advice]   # costs nothing unless the tests run it
@@ -191,7 +198,7 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     try:
         outcomes = asyncio.run(run())
     except (KernelStopped, RefereeError) as error:
-        return False, lines + [f"the notebook could not be run: {error}"]
+        return False, lines + [f"the notebook could not be run: {error}", NOT_READY]
     passed = True
     outcomes = in_learners_language(assembly.cells, outcomes, learner)
     for cell, outcome in zip(assembly.cells, outcomes):
@@ -202,8 +209,8 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
         lines.append(f"{'passed' if ok else 'FAILED'}  {cell.key}"
                      + ("" if ok else f": {one_line(outcome.reason if outcome else 'not run', 500)}"))
     if passed and assembly.notes:
-        lines.append(_repaired_but_passing(len(assembly.notes), name, nb_plan.name, Path(root)))
-    return passed and not assembly.notes, lines
+        return False, lines + [_repaired_but_passing(len(assembly.notes), name, nb_plan.name, Path(root))]
+    return passed, lines + [ALL_PASS if passed else NOT_READY]
 
 
 def _repaired_but_passing(repairs: int, assignment: str, notebook: str, root: Path) -> str:

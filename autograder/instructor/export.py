@@ -57,6 +57,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -426,12 +427,22 @@ def saved_lateness(out_dir: Path):
 # --- The export -----------------------------------------------------------------------------------
 
 
+class Standing(Enum):
+    """Where one learner's grade in one assignment stands; the export counts these, never the words."""
+
+    MISSING = MISSING
+    NOT_GRADED = "not graded"
+    NEEDS_MANUAL = "needs manual grading"
+    GRADED = "graded"
+
+
 @dataclass
 class Grade:
-    """One learner's outcome in one assignment, as exported."""
+    """One learner's outcome in one assignment, as exported: ``status`` in words, ``standing`` for counting."""
 
     score: float | None
     status: str
+    standing: Standing
     days_late: int = 0
     penalty: float = 0.0
     submitted_at: str = ""
@@ -442,19 +453,19 @@ def grade_of(result: GradeResult | None, *, due: datetime | None, policy: LatePo
     """The exported grade of one result (None: no submission): the score after the late penalty, or
     empty while parts wait for manual grading or when it could not be graded."""
     if result is None:
-        return Grade(0.0 if missing == "zero" else None, MISSING)
+        return Grade(0.0 if missing == "zero" else None, MISSING, Standing.MISSING)
     if not result.graded:
-        return Grade(None, f"not graded: {' '.join(result.status.split())[:200]}",
+        return Grade(None, f"not graded: {' '.join(result.status.split())[:200]}", Standing.NOT_GRADED,
                      submitted_at=result.submitted_at)
     late = days_late(result, due, policy)
     penalty = policy.penalty(result.score or 0.0, result.max_score or 0.0, late)
     waiting = sum(v is None for v in result.cells.values())
     if waiting:
-        return Grade(None, f"needs manual grading ({waiting} part{'s' if waiting != 1 else ''})", late, penalty,
-                     result.submitted_at, dict(result.cells))
+        return Grade(None, f"needs manual grading ({waiting} part{'s' if waiting != 1 else ''})",
+                     Standing.NEEDS_MANUAL, late, penalty, result.submitted_at, dict(result.cells))
     status = "graded" + (f", {late} day{'s' if late != 1 else ''} late" if late else "")
-    return Grade(round((result.score or 0.0) - penalty, 4), status, late, round(penalty, 4), result.submitted_at,
-                 dict(result.cells))
+    return Grade(round((result.score or 0.0) - penalty, 4), status, Standing.GRADED, late, round(penalty, 4),
+                 result.submitted_at, dict(result.cells))
 
 
 def _number(value: float | None) -> str:
@@ -715,9 +726,9 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
         write_atomically(unmatched_file, _csv_bytes(extra))
     exported = [grades(m[0] if m else None, a) for _, m in matching.rows for a in chosen]
     return ExportReport(output, roster.kind if roster else "none (every learner with a result)",
-                        len(matching.rows), sum(g.status == MISSING for g in exported),
+                        len(matching.rows), sum(g.standing is Standing.MISSING for g in exported),
                         sum(g.days_late > 0 for g in exported), sum(g.penalty > 0 for g in exported),
-                        sum(g.status.startswith("needs manual") for g in exported),
-                        sum(g.status.startswith("not graded") for g in exported),
+                        sum(g.standing is Standing.NEEDS_MANUAL for g in exported),
+                        sum(g.standing is Standing.NOT_GRADED for g in exported),
                         [(x.key, why) for x, why in matching.unmatched], unmatched_file,
                         matching.by_id, matching.by_name, manual_line, warnings)
