@@ -10,7 +10,8 @@ import nbformat
 import pytest
 
 from autograder.core.files import REPO_ROOT, read_notebook
-from autograder.course import i18n
+from autograder.course.i18n import (catalogues, docstring_text, edition, extract, reader_checks, runtime_text,
+                                    typesetting)
 from autograder.course.notebooks import convention_problems, dumps_normalized
 
 ROOT = REPO_ROOT
@@ -53,51 +54,52 @@ def _mini_course(root: Path) -> Path:
 
 
 def _translate(root: Path, docname: str, table: dict[str, str]) -> None:
-    path = i18n.catalogue_path(docname, root)
-    catalog = i18n.read_catalogue(path)
+    path = catalogues.catalogue_path(docname, root)
+    catalog = catalogues.read_catalogue(path)
     for message in catalog:
         if message.id in table:
             message.string = table[message.id]
             message.flags.discard("fuzzy")
-    i18n.write_catalogue(catalog, path)
+    catalogues.write_catalogue(catalog, path)
 
 
 def test_blocks_never_cut_code_or_math_and_rejoin_to_the_text():
-    parts = i18n.blocks(CHAPTER)
+    parts = extract.blocks(CHAPTER)
     assert "```python\nx = 1\n\ny = 2\n```" in parts and "$$\na = b\n\nc = d\n$$" in parts
     assert "- one item\n- two items" in parts
     assert "\n\n".join(parts) == CHAPTER
 
 
 def test_only_prose_is_a_message():
-    messages = i18n.messages([CHAPTER])
+    messages = extract.messages([CHAPTER])
     assert "# A chapter" in messages and "- one item\n- two items" in messages
     assert not any(m.startswith(("```", "$$", "[![")) for m in messages), "code, math and the badge are not prose"
 
 
 def test_a_changed_english_paragraph_shows_up_fuzzy_with_the_old_text(tmp_path):
     root = _mini_course(tmp_path)
-    counts = i18n.update(root)
+    counts = edition.update(root)
     assert counts["book/ch"] == {"translated": 0, "fuzzy": 0, "untranslated": 5}
     _translate(root, "book/ch", {"Second paragraph.": "第二段。", "Third paragraph.": "第三段。"})
     nb = read_notebook(root / "book" / "ch.ipynb")
     nb.cells[2].source = "Second paragraph, now longer.\n\nCompletely unrelated words about caches."
     (root / "book" / "ch.ipynb").write_text(dumps_normalized(nb), encoding="utf-8")
-    counts = i18n.update(root)["book/ch"]
+    counts = edition.update(root)["book/ch"]
     assert counts == {"translated": 0, "fuzzy": 1, "untranslated": 4}     # "Third paragraph." is gone
-    [stale] = i18n.stale_entries("book/ch", root)
+    [stale] = edition.stale_entries("book/ch", root)
     assert stale == {"now": "Second paragraph, now longer.", "was": "Second paragraph.", "translation": "第二段。"}
-    assert "1 outdated (fuzzy)" in "\n".join(i18n.problems(root))
-    assert "第二段" not in i18n.rendered(root)[root / "zh" / "book" / "ch.ipynb"], "a fuzzy translation is not used"
+    assert "1 outdated (fuzzy)" in "\n".join(edition.problems(root))
+    zh_page = edition.rendered(root)[root / "zh" / "book" / "ch.ipynb"]
+    assert "第二段" not in zh_page, "a fuzzy translation is not used"
 
 
 def test_the_chinese_book_keeps_the_code_and_points_colab_at_itself(tmp_path):
     root = _mini_course(tmp_path)
-    i18n.update(root)
+    edition.update(root)
     _translate(root, "book/ch", {"# A chapter": "# 一章",
                                  "The {term}`mask` decides which keys a query sees: $p = \\operatorname{softmax}(s)$.":
                                      "{term}`掩码 <mask>` 决定查询能看到哪些键：$p = \\operatorname{softmax}(s)$。"})
-    i18n.build(root)
+    edition.build(root)
     chinese = read_notebook(root / "zh" / "book" / "ch.ipynb")
     english = read_notebook(root / "book" / "ch.ipynb")
     assert [c.source for c in chinese.cells if c.cell_type == "code"] == [
@@ -106,24 +108,24 @@ def test_the_chinese_book_keeps_the_code_and_points_colab_at_itself(tmp_path):
     assert "```python\nx = 1\n\ny = 2\n```" in chinese.cells[0].source
     assert "/blob/main/zh/book/ch.ipynb" in chinese.cells[0].source
     assert "Welcome to the course." in (root / "zh" / "book" / "intro.md").read_text(), "untranslated stays English"
-    assert i18n.stale_outputs(root) == [] and i18n.code_cells_match(root) == []
+    assert edition.stale_outputs(root) == [] and edition.code_cells_match(root) == []
     nb = read_notebook(root / "zh" / "book" / "ch.ipynb")
     nb.cells[1].source = "print('edited')"
     (root / "zh" / "book" / "ch.ipynb").write_text(dumps_normalized(nb), encoding="utf-8")
-    assert i18n.code_cells_match(root) and i18n.stale_outputs(root), "a hand edit of zh/ is caught"
+    assert edition.code_cells_match(root) and edition.stale_outputs(root), "a hand edit of zh/ is caught"
 
 
 def test_a_translation_that_drops_markup_is_reported(tmp_path):
     root = _mini_course(tmp_path)
-    i18n.update(root)
+    edition.update(root)
     _translate(root, "book/ch", {"The {term}`mask` decides which keys a query sees: $p = \\operatorname{softmax}(s)$.":
                                  "掩码决定查询能看到哪些键。"})
-    report = "\n".join(i18n.markup_report("book/ch", root))
+    report = "\n".join(edition.markup_report("book/ch", root))
     assert "role: missing {term}`mask`" in report and "math: missing" in report
 
 
 def test_the_generated_site_files_reach_back_to_the_shared_ones():
-    config = __import__("yaml").safe_load(i18n.rendered(ROOT)[ROOT / "zh" / "_config.yml"])
+    config = __import__("yaml").safe_load(edition.rendered(ROOT)[ROOT / "zh" / "_config.yml"])
     assert config["sphinx"]["config"]["language"] == "zh_CN"
     assert config["bibtex_bibfiles"] == ["../book/references.bib"]
     assert config["sphinx"]["config"]["html_static_path"] == ["../book/_static"]
@@ -134,17 +136,17 @@ def test_the_generated_site_files_reach_back_to_the_shared_ones():
 
 
 def test_zh_is_what_the_catalogues_and_the_english_pages_make():
-    stale = [p.relative_to(ROOT).as_posix() for p in i18n.stale_outputs(ROOT)]
+    stale = [p.relative_to(ROOT).as_posix() for p in edition.stale_outputs(ROOT)]
     assert not stale, f"zh/ is out of date: run `python -m autograder i18n build` ({stale[:5]})"
 
 
 def test_catalogues_hold_every_english_paragraph():
     """Run against a copy, so that a missing paragraph fails here instead of being added quietly."""
-    expected = {page.docname: set(i18n.messages(i18n.page_texts(page))) for page in i18n.pages(ROOT)}
+    expected = {page.docname: set(extract.messages(extract.page_texts(page))) for page in extract.pages(ROOT)}
     for docname, msgids in expected.items():
-        path = i18n.catalogue_path(docname, ROOT)
+        path = catalogues.catalogue_path(docname, ROOT)
         assert path.exists(), f"{path.relative_to(ROOT)} is missing: run `python -m autograder i18n update`"
-        held = {m.id for m in i18n.read_catalogue(path) if m.id}
+        held = {m.id for m in catalogues.read_catalogue(path) if m.id}
         assert msgids <= held, (f"{path.relative_to(ROOT)} lacks {len(msgids - held)} English paragraphs: run "
                                 f"`python -m autograder i18n update`")
 
@@ -152,13 +154,13 @@ def test_catalogues_hold_every_english_paragraph():
 def test_every_english_paragraph_has_a_translation_that_is_not_outdated():
     """A changed English paragraph turns its translation fuzzy (``make translations``): this fails
     until the translator has brought it up to date, and says which page."""
-    counts = {doc: c for doc, c in i18n.status(ROOT).items() if c["untranslated"] or c["fuzzy"]}
+    counts = {doc: c for doc, c in edition.status(ROOT).items() if c["untranslated"] or c["fuzzy"]}
     assert not counts, ("paragraphs to translate (untranslated, fuzzy): "
                         + ", ".join(f"{doc} ({c['untranslated']}, {c['fuzzy']})" for doc, c in counts.items()))
 
 
 def test_every_translation_keeps_its_markup_and_every_chinese_notebook_its_code():
-    problems = [p for p in i18n.problems(ROOT, complete=False)]
+    problems = [p for p in edition.problems(ROOT, complete=False)]
     assert not problems, "\n".join(problems[:20])
 
 
@@ -174,7 +176,7 @@ def test_chinese_notebooks_open_their_own_colab_page(path):
 def test_review_answers_in_directives_are_messages():
     """An ``{admonition}`` fence holds prose (a review answer), unlike a code fence."""
     answer = "```{admonition} Answer\n:class: dropdown\nNothing changes: the output is the same.\n```"
-    assert i18n.messages([f"1. A question?\n\n{answer}\n\n```python\nx = 1\n```"]) == ["1. A question?", answer]
+    assert extract.messages([f"1. A question?\n\n{answer}\n\n```python\nx = 1\n```"]) == ["1. A question?", answer]
 
 
 def test_phrases_in_formulas_are_messages_and_names_are_not(tmp_path):
@@ -183,22 +185,22 @@ def test_phrases_in_formulas_are_messages_and_names_are_not(tmp_path):
     nb.cells[2].source = ("Size:\n\n$$\n\\text{cache bytes} = 2 \\times n_\\text{layers} \\times \\text{batch} "
                           "\\times \\text{NaN}\n$$")
     (root / "book" / "ch.ipynb").write_text(dumps_normalized(nb), encoding="utf-8")
-    i18n.update(root)
-    path = i18n.catalogue_path("book/ch", root)
-    math = {m.id for m in i18n.read_catalogue(path) if m.context == i18n.MATH_CONTEXT}
+    edition.update(root)
+    path = catalogues.catalogue_path("book/ch", root)
+    math = {m.id for m in catalogues.read_catalogue(path) if m.context == typesetting.MATH_CONTEXT}
     assert math == {"cache bytes", "batch"}, "subscripts (n_\\text{layers}) and abbreviations (NaN) are names"
-    catalog = i18n.read_catalogue(path)
+    catalog = catalogues.read_catalogue(path)
     for message in catalog:
-        if message.context == i18n.MATH_CONTEXT:
+        if message.context == typesetting.MATH_CONTEXT:
             message.string = {"cache bytes": "缓存字节数", "batch": "批次大小"}[message.id]
-    i18n.write_catalogue(catalog, path)
-    page = i18n.rendered(root)[root / "zh" / "book" / "ch.ipynb"]
+    catalogues.write_catalogue(catalog, path)
+    page = edition.rendered(root)[root / "zh" / "book" / "ch.ipynb"]
     assert "\\\\text{缓存字节数}" in page and "n_\\\\text{layers}" in page and "\\\\text{NaN}" in page
 
 
 def test_line_breaks_between_chinese_characters_are_joined_but_not_in_code_or_math():
     text = "即一个\n**仅解码器模型**，在 CPU\n上运行，\n也能训练。\n\n```python\n# 中文\n# 注释\n```\n\n$$\n\\text{中}\n\\text{文}\n$$"
-    joined = i18n.join_cjk_lines(text)
+    joined = typesetting.join_cjk_lines(text)
     assert joined.startswith("即一个**仅解码器模型**，在 CPU\n上运行，也能训练。")
     assert "# 中文\n# 注释" in joined and "\\text{中}\n\\text{文}" in joined
 
@@ -206,11 +208,11 @@ def test_line_breaks_between_chinese_characters_are_joined_but_not_in_code_or_ma
 def test_code_strings_become_messages_and_f_strings_patterns():
     code = ("ax.set_title(f'layer {layer}, head {h:.0f}')\nax.plot(x, label='train loss', color='C0')\n"
             "w = widgets.IntSlider(description='branch gain')\nax.legend(loc='upper left')\n")
-    assert i18n.code_strings([code], figures=True) == [
+    assert runtime_text.code_strings([code], figures=True) == [
         ("layer {layer}, head {h:.0f}", True), ("train loss", False), ("branch gain", False)]
     test = ("assert out.shape == (2, 3), f'expected {(2, 3)}, got {tuple(out.shape)}'\n"
             "check_close(y, ref, name='y', hint='divide by sqrt(d_k)')\n")
-    assert i18n.code_strings([test], figures=False) == [
+    assert runtime_text.code_strings([test], figures=False) == [
         ("expected {(2, 3)}, got {tuple(out.shape)}", True), ("divide by sqrt(d_k)", False)]
 
 
@@ -277,7 +279,7 @@ def test_figures_are_drawn_in_chinese_with_the_same_code(tmp_path, monkeypatch):
 
 
 def test_every_string_the_code_shows_has_a_translation():
-    counts = i18n.runtime_status(ROOT)
+    counts = runtime_text.runtime_status(ROOT)
     figures = counts["course_runtime/figures"]
     assert not figures["untranslated"] and not figures["fuzzy"], (
         f"course_runtime/locales/zh_CN/LC_MESSAGES/figures.po: {figures['untranslated']} untranslated, "
@@ -285,14 +287,14 @@ def test_every_string_the_code_shows_has_a_translation():
 
 
 def test_the_theme_speaks_chinese_on_the_chinese_site():
-    config = __import__("yaml").safe_load(i18n.rendered(ROOT)[ROOT / "zh" / "_config.yml"])["sphinx"]["config"]
+    config = __import__("yaml").safe_load(edition.rendered(ROOT)[ROOT / "zh" / "_config.yml"])["sphinx"]["config"]
     assert config["togglebutton_hint"] == "点击显示" and "{type}" in config["nb_code_prompt_show"]
     po = (ROOT / "site" / "locale" / "zh_CN" / "LC_MESSAGES" / "sphinx.po").read_text(encoding="utf-8")
     assert 'msgid "Link to this heading"\nmsgstr "链接到此标题"' in po
 
 
 def _reader_problems(kind: str) -> list[str]:
-    problems = i18n.reader_problems(ROOT)
+    problems = reader_checks.reader_problems(ROOT)
     if kind == "english":
         return [p for p in problems if ": English left: " in p]
     if kind == "terms":
@@ -318,6 +320,19 @@ def test_every_chinese_page_uses_one_form_per_term():
     assert not wrong, f"{len(wrong)} departures from locales/zh_CN/terms.yml:\n" + "\n".join(wrong[:40])
 
 
+def test_terms_that_had_several_forms_have_one():
+    """Issue 29: prompt is 提示词 (提示 is a hint), and the other terms readers met in two or three forms."""
+    chosen = {t["en"]: t["zh"] for t in reader_checks.load_terms(ROOT)["terms"]}
+    for english, chinese in {"prompt": "提示词", "interleaved pairing": "相邻配对", "nats": "奈特",
+                             "learned positional embedding": "可学习位置嵌入", "dilation": "扩张率",
+                             "to mask": "施加掩码", "the course library": "课程库",
+                             "Question N (an exercise's review question)": "第 N 题"}.items():
+        assert chosen.get(english) == chinese, f"terms.yml: {english} should be {chinese}, is {chosen.get(english)}"
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "zh").rglob("*.ipynb"))
+    for avoided in ("本库", "膨胀率", "交错配对", "整个提示在", "可学习的绝对位置"):
+        assert avoided not in pages, f"a Chinese page still says {avoided}"
+
+
 def test_runtime_translations_keep_placeholders_and_code():
     """A translation may drop an English-only placeholder ({'s' if n > 1 else ''}), never invent one,
     and keeps the message's inline code."""
@@ -325,10 +340,10 @@ def test_runtime_translations_keep_placeholders_and_code():
 
     problems = []
     for domain in ("figures", "messages"):
-        for m in i18n.read_catalogue(i18n.runtime_catalogue_path(domain, ROOT)):
+        for m in catalogues.read_catalogue(runtime_text.runtime_catalogue_path(domain, ROOT)):
             if not (m.id and m.string):
                 continue
-            if i18n.PATTERN_FLAG in m.flags:
+            if runtime_text.PATTERN_FLAG in m.flags:
                 held = set(re.findall(r"\{([^{}]+)\}", m.id.replace("{{", "").replace("}}", "")))
                 used = set(re.findall(r"\{([^{}]+)\}", m.string.replace("{{", "").replace("}}", "")))
                 problems += [f"{domain}: {m.id[:50]!r} invents {{{p}}}" for p in used - held]
@@ -374,16 +389,16 @@ SOLUTION_ZH = {"Scaled dot products of every query with every key.\n\n    Args:\
 def test_docstrings_are_found_as_written_and_replaced_in_place():
     import ast
 
-    assert i18n.docstrings(SOLUTION) == list(SOLUTION_ZH)
-    chinese = i18n.translate_docstrings(SOLUTION, SOLUTION_ZH)
+    assert docstring_text.docstrings(SOLUTION) == list(SOLUTION_ZH)
+    chinese = docstring_text.translate_docstrings(SOLUTION, SOLUTION_ZH)
     tree = ast.parse(chinese)
     assert [ast.get_docstring(n, clean=False) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))] == [
-        SOLUTION_ZH[d] for d in i18n.docstrings(SOLUTION)]
+        SOLUTION_ZH[d] for d in docstring_text.docstrings(SOLUTION)]
     assert "    '''键和值（\"kv\"）。'''" in chinese and '        r"""清空。"""' in chinese, "quotes and prefixes stay"
-    assert i18n.without_docstrings(chinese) == i18n.without_docstrings(SOLUTION)
-    assert i18n.without_docstrings(SOLUTION).count('""""""') == 2, "the quotes stay, the text goes"
+    assert docstring_text.without_docstrings(chinese) == docstring_text.without_docstrings(SOLUTION)
+    assert docstring_text.without_docstrings(SOLUTION).count('""""""') == 2, "the quotes stay, the text goes"
     with pytest.raises(ValueError, match="would change the code"):
-        i18n.translate_docstrings(SOLUTION, {"Forget.": '清空"""; import os; """'})
+        docstring_text.translate_docstrings(SOLUTION, {"Forget.": '清空"""; import os; """'})
 
 
 def _exercise_course(root: Path) -> Path:
@@ -402,16 +417,16 @@ def test_solution_docstrings_are_messages_and_the_chinese_notebook_shows_them_tr
     import ast
 
     root = _exercise_course(tmp_path)
-    i18n.update(root)
-    path = i18n.catalogue_path("book/ch", root)
-    catalog = i18n.read_catalogue(path)
-    held = [m.id for m in catalog if m.context == i18n.DOCSTRING_CONTEXT]
+    edition.update(root)
+    path = catalogues.catalogue_path("book/ch", root)
+    catalog = catalogues.read_catalogue(path)
+    held = [m.id for m in catalog if m.context == docstring_text.DOCSTRING_CONTEXT]
     assert held == list(SOLUTION_ZH), "one entry per docstring of the solution cells, as written"
     for message in catalog:
-        if message.context == i18n.DOCSTRING_CONTEXT:
+        if message.context == docstring_text.DOCSTRING_CONTEXT:
             message.string = SOLUTION_ZH[message.id]
-    i18n.write_catalogue(catalog, path)
-    i18n.build(root)
+    catalogues.write_catalogue(catalog, path)
+    edition.build(root)
     chinese = read_notebook(root / "zh" / "book" / "ch.ipynb")
     cell = chinese.cells[2]
     ast.parse(cell.source)
@@ -419,11 +434,11 @@ def test_solution_docstrings_are_messages_and_the_chinese_notebook_shows_them_tr
     assert cell.source.endswith('raise NotImplementedError("replace this line with your code")\n\n\n'
                                 "class Cache:\n    '''键和值（\"kv\"）。'''\n\n    def reset(self):\n        r\"\"\"清空。\"\"\"\n")
     assert "Not the learner's" in chinese.cells[3].source
-    assert i18n.code_cells_match(root) == [] and i18n.stale_outputs(root) == []
+    assert edition.code_cells_match(root) == [] and edition.stale_outputs(root) == []
     # Any other change of a cell that has translated docstrings is still a difference.
     chinese.cells[2].source = cell.source.replace("raise NotImplementedError", "raise RuntimeError")
     (root / "zh" / "book" / "ch.ipynb").write_text(dumps_normalized(chinese), encoding="utf-8")
-    assert i18n.code_cells_match(root) == ["zh/book/ch.ipynb: its code cells differ from book/ch.ipynb"]
+    assert edition.code_cells_match(root) == ["zh/book/ch.ipynb: its code cells differ from book/ch.ipynb"]
 
 
 def test_the_chinese_exercises_have_chinese_docstrings_and_still_parse():
@@ -433,7 +448,7 @@ def test_the_chinese_exercises_have_chinese_docstrings_and_still_parse():
         for cell in read_notebook(path).cells:
             if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"):
                 ast.parse(cell.source)
-                for body in i18n.docstrings(cell.source):
+                for body in docstring_text.docstrings(cell.source):
                     assert re.search(r"[\u4e00-\u9fff]", body), f"{path.relative_to(ROOT)}: English docstring {body[:60]!r}"
 
 
