@@ -357,25 +357,25 @@ def _review(args: argparse.Namespace) -> int:
 
 
 def _i18n(args: argparse.Namespace) -> int:
-    from autograder.course import i18n
+    from autograder.course.i18n import edition, extract
 
     if args.action == "update":
-        print(i18n.dump_status(i18n.update(args.root)))
+        print(edition.dump_status(edition.update(args.root)))
         return 0
     if args.action == "status":
-        print(i18n.dump_status(i18n.status(args.root)))
+        print(edition.dump_status(edition.status(args.root)))
         return 0
     if args.action == "build":
-        written = i18n.build(args.root)
-        print(f"wrote {len(written)} file{'s' if len(written) != 1 else ''} under {args.root / i18n.ZH_ROOT}")
+        written = edition.build(args.root)
+        print(f"wrote {len(written)} file{'s' if len(written) != 1 else ''} under {args.root / extract.ZH_ROOT}")
         return 0
     if args.action == "html":
-        done = i18n.build_html(args.out or args.root, args.root, extra_args=("--warningiserror", "--keep-going"))
+        done = edition.build_html(args.out or args.root, args.root, extra_args=("--warningiserror", "--keep-going"))
         print(done.stdout[-3000:] + done.stderr[-3000:] if done.returncode else
               f"the Chinese site is in {(args.out or args.root) / '_build' / 'html' / 'zh'}")
         return done.returncode
-    found = i18n.problems(args.root) + [f"{path.relative_to(args.root)} is not what `i18n build` writes: run it"
-                                         for path in i18n.stale_outputs(args.root)]
+    found = edition.problems(args.root) + [f"{path.relative_to(args.root)} is not what `i18n build` writes: run it"
+                                            for path in edition.stale_outputs(args.root)]
     print("\n".join(found) if found else "the Chinese edition is complete and matches the English one")
     return 1 if found else 0
 

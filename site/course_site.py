@@ -25,7 +25,7 @@ Configuration (``_config.yml`` -> ``sphinx.config``):
 - ``course_site_local_images``: ``{remote image URL: path under _static}``.
 - ``course_site_allowed_remote``: URL prefixes that may still be loaded from elsewhere (empty).
 - ``course_site_heading_ids``: a JSON file ``{docname: [the English page's section ids, in order]}``
-  (written by ``autograder/course/i18n.py`` for the Chinese build; empty: ids as Sphinx makes them).
+  (written by ``autograder/course/i18n/edition.py`` for the Chinese build; empty: ids as Sphinx makes them).
 - ``course_site_body_replacements``: ``{text: replacement}`` applied to every page body (the
   Chinese build's words for myst-nb's "{type}" in "Show code cell {type}").
 """

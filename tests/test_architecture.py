@@ -118,6 +118,15 @@ def test_exporting_grades_loads_neither_torch_nor_jupyter(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
 
 
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_of_the_grader_is_over_700_lines():
+    long = [f"{path.relative_to(REPO)}: {n} lines" for path in modules().values()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES]
+    assert not long, "split these by job:\n" + "\n".join(long)
+
+
 def test_architecture_md_indexes_every_module_of_the_grader_and_no_other():
     """ARCHITECTURE.md's module index names each module of ``autograder/`` (packages' ``__init__``
     aside) once, and every module it names exists."""

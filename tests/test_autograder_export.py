@@ -23,7 +23,8 @@ from autograder.core.results import (GradeResult, Status, load_result, result_pa
 from autograder.engine.feedback import INSTRUCTOR_BEGIN, render_feedback, scrub_paths
 from autograder.engine.plan import TEST, RunCell
 from autograder.engine.submissions import Submission
-from autograder.instructor.export import LatePolicy, days_late, export, parse_due, parse_late_policy, read_roster
+from autograder.instructor.export import export, read_roster
+from autograder.instructor.late_policy import LatePolicy, days_late, parse_due, parse_late_policy
 from autograder.instructor.manual import ManualScoresError, merge_manual_scores
 
 CELLS = {"nb:q_intro": 1.0, "nb:test_b": 2.0, "nb:manual_essay": 5.0, "nb:test_a": 2.0}

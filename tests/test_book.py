@@ -92,10 +92,10 @@ def build_book_once(tmp_path_factory) -> BookBuild:
             returncode = -1
             log = f"the build took more than {BUILD_TIMEOUT_S} s\n{error.stdout or ''}{error.stderr or ''}"
         if returncode == 0:               # the Chinese site, into <html>/zh, reusing the execution cache
-            from autograder.course import i18n
+            from autograder.course.i18n import edition
 
             zh_start = time.monotonic()
-            done = i18n.build_html(out, ROOT, extra_args=("--warningiserror", "--keep-going"))
+            done = edition.build_html(out, ROOT, extra_args=("--warningiserror", "--keep-going"))
             returncode, log = done.returncode, log + done.stdout + done.stderr
             log += f"\nChinese site built in {time.monotonic() - zh_start:.0f} s\n"
         # The execution cache is big and of no use to the browser test.

@@ -16,7 +16,7 @@ from conftest import run_once
 
 from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.core.files import list_assignments
-from autograder.course import i18n
+from autograder.course.i18n import catalogues, docstring_text
 from autograder.course.notebooks import convention_problems, dumps_normalized, has_outputs, notebook_paths
 from autograder.course.release import generate
 from autograder.engine.batch import grade
@@ -63,7 +63,7 @@ def _with_answers(exercise: Path, solution: Path, docstrings: dict[str, str] | N
     """``exercise`` with each solution cell's source taken from ``solution`` (matched by grade id), its
     docstrings translated with ``docstrings`` (the Chinese edition's): what a learner who worked in
     that notebook hands in."""
-    answers = {cell.metadata["nbgrader"]["grade_id"]: i18n.translate_docstrings(cell.source, docstrings or {})
+    answers = {cell.metadata["nbgrader"]["grade_id"]: docstring_text.translate_docstrings(cell.source, docstrings or {})
                for cell in read_notebook(solution).cells if cell.metadata.get("nbgrader", {}).get("solution")}
     nb = read_notebook(exercise)
     for cell in nb.cells:
@@ -88,8 +88,8 @@ def round_trip(request, tmp_path_factory):
         for notebook in (ROOT / "zh" / "exercises" / assignment).glob("*.ipynb"):
             target = work / "submissions" / "zh-solution" / assignment / notebook.name
             target.parent.mkdir(parents=True, exist_ok=True)
-            docstrings = i18n.translations(f"exercises/{assignment}/{notebook.stem}", ROOT,
-                                           context=i18n.DOCSTRING_CONTEXT)
+            docstrings = catalogues.translations(f"exercises/{assignment}/{notebook.stem}", ROOT,
+                                           context=docstring_text.DOCSTRING_CONTEXT)
             assert docstrings, f"the Chinese {assignment} has no translated docstrings"
             target.write_text(_with_answers(notebook, ROOT / "solutions" / assignment / notebook.name, docstrings),
                               encoding="utf-8")

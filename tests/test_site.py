@@ -54,7 +54,7 @@ REFS = {BRANCH, CONFIG["repository"].get("release") or BRANCH}
 PAGE_TIMEOUT_S = 60
 TOC_PAGES = _toc_files()
 EXTRA_PAGES = ["genindex", "search"]
-# The Chinese site (zh/ below the root) has the same pages, built from zh/ (autograder/course/i18n.py).
+# The Chinese site (zh/ below the root) has the same pages, built from zh/ (autograder/course/i18n/edition.py).
 ZH = "zh/"
 
 
@@ -638,9 +638,9 @@ def _chinese_page_text(path: Path) -> str:
 
 def test_no_english_on_the_built_chinese_pages(built_html):
     """No English sentence (answers, captions, admonitions, dropdowns), and no English interface word."""
-    from autograder.course import i18n
+    from autograder.course.i18n import reader_checks
 
-    keep = i18n.load_terms(ROOT)["keep"]
+    keep = reader_checks.load_terms(ROOT)["keep"]
     problems = []
     for stem in TOC_PAGES:
         if stem == "book/references":
@@ -649,7 +649,7 @@ def test_no_english_on_the_built_chinese_pages(built_html):
         source = path.read_text(encoding="utf-8", errors="replace")
         problems += [f"{ZH}{stem}.html shows {word!r}" for word in ENGLISH_INTERFACE if word in source]
         problems += [f"{ZH}{stem}.html: English left: {run!r}"
-                     for run in i18n.english_runs(_chinese_page_text(path), keep)]
+                     for run in reader_checks.english_runs(_chinese_page_text(path), keep)]
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
 
 

@@ -358,10 +358,10 @@ def release(tag: str, root: Path = REPO_ROOT) -> list[str]:
     if broken:
         raise ReleaseError("cannot repoint these notebooks; fix them and run the release again:\n  "
                            + "\n  ".join(broken))
-    from autograder.course import i18n
+    from autograder.course.i18n import edition
 
     generate(root=root)
-    i18n.build(root)                   # the Chinese pages and exercises link to the release too
+    edition.build(root)                # the Chinese pages and exercises link to the release too
     problems = repository_link_problems(root)
     if problems:
         raise ReleaseError("these links still open another repository or ref; edit them to the form "

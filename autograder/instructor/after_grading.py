@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder.engine.feedback import refresh_grade_headers
-from autograder.instructor.export import saved_lateness
+from autograder.instructor.late_policy import saved_lateness
 from autograder.instructor.manual import ManualMerge, merge_manual_scores
 from autograder.instructor.similarity import similarity_report
 
@@ -19,7 +19,7 @@ from autograder.instructor.similarity import similarity_report
 def merge_hand_scores(out_dir: Path, manual_path: Path | None) -> ManualMerge:
     """Merge the hand scores into grades.csv and the feedback pages (:func:`autograder.instructor.manual.merge_manual_scores`),
     then write the grade each learner gets at the top of their pages (with the late penalty of
-    :func:`autograder.instructor.export.saved_lateness`).
+    :func:`autograder.instructor.late_policy.saved_lateness`).
 
     Returns:
         The :class:`autograder.instructor.manual.ManualMerge`.

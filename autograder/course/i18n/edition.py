@@ -1,0 +1,326 @@
+"""The Chinese edition built from the catalogues: ``zh/``'s pages, its table of contents and configuration, the
+Chinese site, and the checks that the edition is complete and current."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.core.repository import colab_url
+from autograder.course.i18n.catalogues import (catalogue_path, catalogue_template, markup_problems, read_catalogue,
+                                               translate_text, translations, write_catalogue)
+from autograder.course.i18n.docstring_text import (DOCSTRING_CONTEXT, solution_docstrings, translate_docstrings,
+                                                   without_docstrings)
+from autograder.course.i18n.extract import (COLAB_PATH, LANGUAGE, SITE_DOC, ZH_ROOT, messages, page_texts, pages,
+                                            site_messages)
+from autograder.course.i18n.reader_checks import reader_problems
+from autograder.course.i18n.runtime_text import runtime_catalogue_path, runtime_status, update_runtime
+from autograder.course.i18n.typesetting import MATH_CONTEXT, math_phrases
+from autograder.course.notebooks import dumps_normalized, repoint_notebook, setup_cell_source
+
+
+def update(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
+    """Re-extract the English messages and merge them into every catalogue (creating missing ones).
+
+    Returns:
+        ``{docname: {"translated": n, "fuzzy": n, "untranslated": n}}``.
+    """
+    documents = {page.docname: (messages(page_texts(page)), page.path.relative_to(root).as_posix(),
+                                math_phrases("\n\n".join(page_texts(page))), solution_docstrings(page))
+                 for page in pages(root)}
+    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [])
+    for docname, (msgids, location, math, docs) in documents.items():
+        path = catalogue_path(docname, root)
+        if path.exists():
+            catalog = read_catalogue(path)
+            catalog.update(catalogue_template(msgids, location, catalog.creation_date, math=math, docstrings=docs),
+                           update_header_comment=False)
+            catalog.obsolete.clear()          # a removed paragraph's translation is dropped, not kept
+        else:
+            catalog = catalogue_template(msgids, location, math=math, docstrings=docs)
+        write_catalogue(catalog, path)
+    update_runtime(root)
+    return status(root)
+
+
+def status(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
+    """Count translated, fuzzy and untranslated messages per catalogue."""
+    counts = {}
+    for page_name in [p.docname for p in pages(root)] + [SITE_DOC]:
+        path = catalogue_path(page_name, root)
+        entries = [m for m in read_catalogue(path) if m.id] if path.exists() else []
+        counts[page_name] = {
+            "translated": sum(1 for m in entries if m.string and not m.fuzzy),
+            "fuzzy": sum(1 for m in entries if m.fuzzy),
+            "untranslated": sum(1 for m in entries if not m.string),
+        }
+    return counts | runtime_status(root)
+
+
+def _zh_links(text: str, root: Path) -> str:
+    """Point Colab links at the Chinese notebooks (``zh/<path>``), which exist for every page."""
+    def swap(match: re.Match) -> str:
+        path = match.group(2)
+        return match.group(0) if path.startswith(f"{ZH_ROOT}/") else colab_url(f"{ZH_ROOT}/{path}", root)
+    return COLAB_PATH.sub(swap, text)
+
+
+def rendered(root: Path = REPO_ROOT) -> dict[Path, str]:
+    """Every file of the Chinese book (under ``zh/``) and its content, from the English pages and the
+    catalogues: markdown translated block by block (untranslated blocks stay English), code copied
+    with the docstrings of the learner's functions and classes translated."""
+    files = {}
+    for page in pages(root):
+        table = translations(page.docname, root)
+        math = translations(page.docname, root, context=MATH_CONTEXT)
+        docs = translations(page.docname, root, context=DOCSTRING_CONTEXT)
+        target = root / ZH_ROOT / page.path.relative_to(root)
+        if page.is_notebook:
+            nb = copy.deepcopy(read_notebook(page.path))
+            nb.metadata["course"] = {"language": LANGUAGE}
+            for cell in nb.cells:
+                if cell.cell_type == "markdown":
+                    cell.source = _zh_links(translate_text(cell.source, table, math), root)
+                elif cell.cell_type == "code" and docs:
+                    cell.source = translate_docstrings(cell.source, docs)
+            files[target] = dumps_normalized(repoint_notebook(nb, root))   # the setup cell says Chinese
+        else:
+            files[target] = _zh_links(translate_text(page.path.read_text(encoding="utf-8"), table, math), root)
+    files[root / ZH_ROOT / "_toc.yml"] = _zh_toc(root)
+    files[root / ZH_ROOT / "_config.yml"] = _zh_config(root)
+    return files
+
+
+def build(root: Path = REPO_ROOT) -> list[Path]:
+    """Write the Chinese book under ``zh/``; return the files that changed."""
+    written = []
+    for path, content in rendered(root).items():
+        if not path.exists() or path.read_text(encoding="utf-8") != content:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="utf-8")
+            written.append(path)
+    return written
+
+
+def stale_outputs(root: Path = REPO_ROOT) -> list[Path]:
+    """Files of ``zh/`` that differ from what :func:`build` would write (or are missing)."""
+    return [path for path, content in rendered(root).items()
+            if not path.exists() or path.read_text(encoding="utf-8") != content]
+
+
+def _zh_toc(root: Path) -> str:
+    import yaml
+
+    table = translations(SITE_DOC, root)
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    for part in toc.get("parts", []):
+        if part.get("caption"):
+            part["caption"] = table.get(part["caption"], part["caption"])
+    header = "# Generated by `python -m autograder i18n build` from ../_toc.yml: edit that file instead.\n"
+    return header + yaml.safe_dump(toc, allow_unicode=True, sort_keys=False)
+
+
+# The theme's interface in Chinese. Sphinx's own zh_CN catalogue translates most words ("搜索"); the
+# rest comes from site/locale/zh_CN/LC_MESSAGES/sphinx.po (words it lacks: "Link to this heading"),
+# the toggle button's and myst-nb's own settings, and course_site's replacements for myst-nb's {type}.
+ZH_SPHINX_CONFIG = {
+    "language": LANGUAGE,
+    "locale_dirs": ["../site/locale"],
+    "togglebutton_hint": "点击显示",
+    "togglebutton_hint_hide": "点击隐藏",
+    "nb_code_prompt_show": "显示{type}",
+    "nb_code_prompt_hide": "隐藏{type}",
+    "course_site_body_replacements": {"显示source": "显示代码", "隐藏source": "隐藏代码",
+                                      "显示outputs": "显示输出", "隐藏outputs": "隐藏输出",
+                                      "显示output": "显示输出", "隐藏output": "隐藏输出",
+                                      "显示content": "显示代码与输出", "隐藏content": "隐藏代码与输出"},
+}
+
+
+def _zh_config(root: Path) -> str:
+    """The English ``_config.yml`` with the Chinese title, language and paths that reach back to the
+    shared files (bibliography, static files, the site extension); the execution cache is set by
+    :func:`build_html`."""
+    import yaml
+
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    config["title"] = translations(SITE_DOC, root).get(config["title"], config["title"])
+    config["bibtex_bibfiles"] = ["../" + p for p in config.get("bibtex_bibfiles", [])]
+    config["html"]["favicon"] = "../" + config["html"]["favicon"]
+    config["repository"]["path_to_book"] = ZH_ROOT
+    sphinx = config["sphinx"]
+    sphinx["local_extensions"] = {name: "../" + path for name, path in sphinx["local_extensions"].items()}
+    sphinx["config"]["html_static_path"] = ["../" + p for p in sphinx["config"]["html_static_path"]]
+    sphinx["config"].update(ZH_SPHINX_CONFIG)
+    header = "# Generated by `python -m autograder i18n build` from ../_config.yml: edit that file instead.\n"
+    return header + yaml.safe_dump(config, allow_unicode=True, sort_keys=False)
+
+
+def execution_cache(out: Path, root: Path = REPO_ROOT) -> Path:
+    """The Chinese build's own jupyter-cache, ``<out>/_build/.jupyter_cache_zh-<key>``.
+
+    The Chinese pages run the same code as the English ones, but in a kernel that draws figure text
+    and widget labels in Chinese (``$COURSE_LANGUAGE``), so their outputs are cached apart. The key
+    is a hash of what decides those outputs besides the code (the figure catalogue and
+    ``course_runtime/language.py``): a changed translation re-executes the chapters once, and an
+    unchanged one hits the cache, as the English build does.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in (runtime_catalogue_path("figures", root), root / "course_runtime" / "language.py"):
+        digest.update(path.read_bytes() if path.exists() else b"")
+    return Path(out).resolve() / "_build" / f".jupyter_cache_zh-{digest.hexdigest()[:12]}"
+
+
+def _kernel_profile(folder: Path) -> Path:
+    """An IPython profile whose kernels load :mod:`course_runtime.language` (``IPYTHONDIR``)."""
+    profile = folder / "profile_default"
+    profile.mkdir(parents=True, exist_ok=True)
+    (profile / "ipython_kernel_config.py").write_text(
+        "# Written by autograder/course/i18n/edition.py: the Chinese book's figures, widgets and messages in Chinese.\n"
+        "c.InteractiveShellApp.extensions = ['course_runtime.language']\n", encoding="utf-8")
+    return folder
+
+
+def english_heading_ids(html: Path, root: Path = REPO_ROOT) -> dict[str, list[str]]:
+    """``{docname: [section ids in page order]}`` of the built English pages under ``html``."""
+    table = {}
+    for page in pages(root):
+        built = Path(html) / f"{page.docname}.html"
+        if built.exists():
+            table[page.docname] = re.findall(r'<section\b[^>]*?\bid="([^"]+)"', built.read_text(encoding="utf-8"))
+    return table
+
+
+def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Build the Chinese site into ``<out>/_build/html/zh`` next to the English one in ``<out>/_build/html``.
+
+    Built after the English site, whose section ids the Chinese headings take (``#anchor`` links
+    work in both languages). The chapters are executed in kernels that show figures, widget labels
+    and messages in Chinese (``$COURSE_LANGUAGE=zh_CN``, the extension :mod:`course_runtime.language`
+    loaded through ``$IPYTHONDIR``, the CJK font from the site assets in ``$COURSE_CJK_FONT``), with
+    their own execution cache (:func:`execution_cache`). The code cells are the English ones.
+
+    Returns:
+        The finished ``jupyter-book build`` process (its return code and output).
+    """
+    import json
+    import os
+
+    import yaml
+
+    sys.path.insert(0, str(root / "site"))
+    import fetch_assets  # noqa: E402  (site/ is not a package)
+
+    out = Path(out).resolve()
+    config = yaml.safe_load((root / ZH_ROOT / "_config.yml").read_text(encoding="utf-8"))
+    cache = execution_cache(out, root)
+    for old in (out / "_build").glob(".jupyter_cache_zh-*"):
+        if old != cache:
+            shutil.rmtree(old, ignore_errors=True)
+    config["execute"]["cache"] = str(cache)
+    # The configuration is read from a temporary folder: paths that reach back into the repository
+    # must not depend on where it lies.
+    book = (root / ZH_ROOT).resolve()
+    config["bibtex_bibfiles"] = [str((book / p).resolve()) for p in config["bibtex_bibfiles"]]
+    config["html"]["favicon"] = str((book / config["html"]["favicon"]).resolve())
+    sphinx = config["sphinx"]
+    sphinx["local_extensions"] = {n: str((book / p).resolve()) for n, p in sphinx["local_extensions"].items()}
+    sphinx["config"]["html_static_path"] = [str((book / p).resolve()) for p in sphinx["config"]["html_static_path"]]
+    # Sphinx compiles site/locale's sphinx.po into a .mo beside it: a copy under _build keeps it out of the tree.
+    locale = out / "_build" / "zh-locale"
+    shutil.rmtree(locale, ignore_errors=True)
+    shutil.copytree((book / sphinx["config"]["locale_dirs"][0]).resolve(), locale)
+    sphinx["config"]["locale_dirs"] = [str(locale)]
+    ids = out / "_build" / "zh-heading-ids.json"
+    ids.write_text(json.dumps(english_heading_ids(out / "_build" / "html", root), indent=1), encoding="utf-8")
+    sphinx["config"]["course_site_heading_ids"] = str(ids)
+    assets = fetch_assets.ensure_assets(out / "_build" / "site-assets", quiet=True)
+    env = dict(os.environ, COURSE_LANGUAGE=LANGUAGE,
+               COURSE_CJK_FONT=str(fetch_assets.cjk_font(assets)),
+               IPYTHONDIR=str(_kernel_profile(out / "_build" / "zh-ipython")))
+    with tempfile.TemporaryDirectory(prefix="zh-book-") as tmp:
+        config_path = Path(tmp) / "_config.yml"
+        config_path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
+        jupyter_book = Path(sys.executable).with_name("jupyter-book")
+        done = subprocess.run([str(jupyter_book), "build", str(root / ZH_ROOT), "--config", str(config_path),
+                               "--path-output", str(out / "_build" / "zh-book"), *extra_args],
+                              capture_output=True, text=True, env=env)
+    if done.returncode == 0:
+        target = out / "_build" / "html" / "zh"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(out / "_build" / "zh-book" / "_build" / "html", target)
+    return done
+
+
+def code_cells_match(root: Path = REPO_ROOT) -> list[str]:
+    """Pages whose Chinese notebook's code cells differ from the English ones (should be none),
+    the text of their docstrings (translated) left out of the comparison."""
+    problems = []
+    for page in pages(root):
+        if not page.is_notebook:
+            continue
+        target = root / ZH_ROOT / page.path.relative_to(root)
+        if not target.exists():
+            problems.append(f"{target.relative_to(root)} is missing")
+            continue
+        english = [(c.cell_type, c.source) for c in read_notebook(page.path).cells if c.cell_type != "markdown"]
+        chinese = [(c.cell_type, c.source) for c in read_notebook(target).cells if c.cell_type != "markdown"]
+        zh_setup = setup_cell_source(root, LANGUAGE)     # the one line the editions' code may differ in
+        chinese = [(kind, setup_cell_source(root) if source == zh_setup else source) for kind, source in chinese]
+        if [(k, without_docstrings(s)) for k, s in english] != [(k, without_docstrings(s)) for k, s in chinese]:
+            problems.append(f"{target.relative_to(root)}: its code cells differ from {page.path.relative_to(root)}")
+    return problems
+
+
+def markup_report(docname: str, root: Path = REPO_ROOT) -> list[str]:
+    """Translations of one page that lost or changed markup (:func:`markup_problems`), one line each."""
+    path = catalogue_path(docname, root)
+    report = []
+    for message in (read_catalogue(path) if path.exists() else []):
+        if message.id and message.string and not message.fuzzy:
+            lost = markup_problems(message.id, message.string)
+            if lost:
+                first_line = message.id.splitlines()[0][:60]
+                report.append(f"{path.relative_to(root)}: the translation of {first_line!r}...: {'; '.join(lost)}")
+    return report
+
+
+def problems(root: Path = REPO_ROOT, *, complete: bool = True) -> list[str]:
+    """Everything that keeps the Chinese edition from matching the English one, one line each.
+
+    Args:
+        complete: also report untranslated and outdated (fuzzy) paragraphs.
+    """
+    found = []
+    for docname, counts in status(root).items():
+        runtime = docname.startswith("course_runtime/")
+        path = runtime_catalogue_path(docname.split("/")[-1], root) if runtime else catalogue_path(docname, root)
+        if complete and (counts["fuzzy"] or counts["untranslated"]):
+            found.append(f"{path.relative_to(root)}: {counts['untranslated']} untranslated "
+                         f"and {counts['fuzzy']} outdated (fuzzy) {'messages' if runtime else 'paragraphs'}")
+        if not runtime:
+            found += markup_report(docname, root)
+    return found + code_cells_match(root) + (reader_problems(root) if complete else [])
+
+
+def stale_entries(docname: str, root: Path = REPO_ROOT) -> list[dict]:
+    """The outdated messages of one page: what the English said, what it says now, the old translation."""
+    path = catalogue_path(docname, root)
+    return [{"now": m.id, "was": m.previous_id[0] if m.previous_id else "", "translation": m.string}
+            for m in read_catalogue(path) if m.id and m.fuzzy] if path.exists() else []
+
+
+def dump_status(counts: dict[str, dict[str, int]]) -> str:
+    """A table of the catalogues' state."""
+    lines = [f"{'page':<48} {'done':>5} {'fuzzy':>6} {'todo':>5}"]
+    for docname, c in counts.items():
+        lines.append(f"{docname:<48} {c['translated']:>5} {c['fuzzy']:>6} {c['untranslated']:>5}")
+    return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""What a Chinese reader sees: English left over, typesetting mistakes, one form per term."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.course.i18n.catalogues import DISPLAY_MATH, INLINE_MATH
+from autograder.course.i18n.extract import LANGUAGE, ZH_ROOT, pages
+from autograder.course.i18n.typesetting import strip_code
+
+
+TERMS_FILE = Path("locales") / LANGUAGE / "terms.yml"
+# What stays English in Chinese text: names of libraries, models, papers' authors and the like, and
+# any English in full-width parentheses (a term's English at first use: 词元（token）).
+_FULLWIDTH_GLOSS = re.compile(r"（[^（）\u4e00-\u9fff]*）")
+_ENGLISH_WORD = r"(?:[A-Za-z][\w'’-]*|⟨⟩)"
+_ENGLISH_RUN = re.compile(rf"{_ENGLISH_WORD}(?:[ \t,]+{_ENGLISH_WORD})+")
+
+
+def load_terms(root: Path = REPO_ROOT) -> dict:
+    """``locales/zh_CN/terms.yml``: ``{"terms": [...], "keep": [...]}`` (see the file's header)."""
+    import yaml
+
+    path = root / TERMS_FILE
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+    data = data or {}
+    data.setdefault("terms", [])
+    data.setdefault("keep", [])
+    return data
+
+
+#: What :func:`visible_prose` leaves where it took out code or math (neither a letter nor Chinese).
+HOLE = "⟨⟩"
+
+
+def visible_prose(markdown: str) -> str:
+    """The words of a Markdown text a reader sees as prose: without code (fenced and inline), math,
+    link targets and addresses, directive and label lines, role names, HTML tags and comments.
+    A role's text stays (``{term}`掩码 <mask>``` -> ``掩码``)."""
+    # A glossary entry's first line is the English term the chapters link to: it stays English.
+    text = re.sub(r"(?ms)^(\s*(`{3,}|:{3,})\{glossary\}[^\n]*\n)(.*?)^(\s*\2\s*)$",
+                  lambda m: m.group(1) + re.sub(r"(?m)^(?![ \t]|:)\S.*$", " ", m.group(3)) + m.group(4), markdown)
+    text = re.sub(r"\{cite(?::\w+)?\}`[^`]*`", HOLE, text)                 # citations are keys
+    text = re.sub(r"\{[\w:-]+\}`([^`<]*?)\s*(?:<[^>`]*>)?`", r"\1", text)  # other roles keep their text
+    text = strip_code(text, HOLE)
+    text = DISPLAY_MATH.sub(HOLE, text)
+    text = INLINE_MATH.sub(HOLE, text)
+    text = re.sub(r"(?m)^\s*(`{3,}|:{3,})\{[^}]*\}", " ", text)          # directive names (titles stay)
+    text = re.sub(r"(?m)^\s*:[\w-]+:.*$|^\s*(`{3,}|:{3,})\s*$|^\s*\([\w-]+\)=\s*$", " ", text)
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", " ", text)                       # images (the Colab badge)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    text = re.sub(r"https?://\S+|<!--.*?-->|<[^>]+>", " ", text, flags=re.DOTALL)
+    return text
+
+
+def page_prose(path: Path) -> list[str]:
+    """The visible prose of a page of ``zh/``: each markdown cell of a notebook, or the Markdown file."""
+    if path.suffix == ".ipynb":
+        return [visible_prose(c.source) for c in read_notebook(path).cells if c.cell_type == "markdown"]
+    return [visible_prose(path.read_text(encoding="utf-8"))]
+
+
+def english_runs(prose: str, keep: list[str] = ()) -> list[str]:
+    """Runs of four or more English words in Chinese prose (an untranslated sentence), other than
+    the ``keep`` phrases (names) and English glosses in full-width parentheses.
+
+    Example:
+        >>> english_runs("自注意力（scaled dot-product attention）由 Vaswani et al. 提出。This was left in English.")
+        ['This was left in English']
+    """
+    text = _FULLWIDTH_GLOSS.sub(" ", prose.replace("’", "'"))     # a built page's typographic apostrophe
+    for phrase in sorted(keep, key=len, reverse=True):
+        text = text.replace(phrase, " ")
+    runs = [m.group(0).strip(" ,⟨⟩") for m in _ENGLISH_RUN.finditer(text)]
+    return [run for run in runs if len(re.findall(r"[A-Za-z][\w'’-]*", run)) >= 4]
+
+
+_TYPESETTING = [
+    (re.compile(rf"[\u4e00-\u9fff][ \t]+[\u4e00-\u9fff]"), "a space between Chinese characters"),
+    (re.compile(rf"[\u4e00-\u9fff][,;:?!](?=\s|[\u4e00-\u9fff]|$)|[\u4e00-\u9fff]\.(?=\s*[\u4e00-\u9fff]|\s*$)"),
+     "ASCII punctuation after a Chinese character (use ，；：？！。)"),
+    (re.compile(r"\d\s+%"), "a space before % (46%)"),
+    (re.compile(r"[“‘]\s|\s[”’]"), "a space inside quotation marks"),
+    (re.compile(rf"[\u4e00-\u9fff]\s*->|->\s*[\u4e00-\u9fff]"), "ASCII -> in Chinese text (use →)"),
+    (re.compile(rf"(?<![*\w”’.)）])\*[^*\s][^*]*[\u4e00-\u9fff][^*]*\*(?!\*)|(?<![\w_])_[^_\s][^_]*[\u4e00-\u9fff][^_]*_(?![\w_])"),
+     "italics on Chinese characters (use bold or nothing)"),
+]
+
+
+def typesetting_problems(prose: str) -> list[str]:
+    """Chinese typesetting mistakes in prose: ``"<what>: <context>"`` for each.
+
+    Example:
+        >>> typesetting_problems("即一个 仅解码器模型, 占 46 %。")
+        ['a space between Chinese characters: …即一个 仅解码器模型…', 'ASCII punctuation after a Chinese character (use ，；：？！。): …仅解码器模型, 占 46…', 'a space before % (46%): …, 占 46 %。…']
+    """
+    found = []
+    for pattern, what in _TYPESETTING:
+        for match in pattern.finditer(prose):
+            context = prose[max(0, match.start() - 5):match.end() + 5].replace("\n", " ")
+            found.append(f"{what}: …{context}…")
+    return found
+
+
+def _headings_removed(prose: str) -> str:
+    return re.sub(r"(?m)^\s*#+\s.*$", " ", prose)
+
+
+def term_problems(prose: str, terms: list[dict]) -> list[str]:
+    """Where a page departs from the term list: a form to avoid, or a term's first use (outside
+    headings) without its English in full-width parentheses.
+
+    Example:
+        >>> term_problems("被掩蔽的位置。词元是模型的输入。", [{"en": "token", "zh": "词元"},
+        ...                {"en": "masked", "zh": "被掩码", "avoid": ["被掩蔽"], "gloss": False}])
+        ['first use of 词元 without （token）', '"被掩蔽" (write 被掩码 for masked)']
+    """
+    found = []
+    for term in terms:
+        for avoided in term.get("avoid", []):
+            if avoided in prose:
+                found.append(f'"{avoided}" (write {term["zh"]} for {term["en"]})')
+        plain = _FULLWIDTH_GLOSS.sub(lambda m: m.group(0) if re.search("[\u4e00-\u9fff]", m.group(0)) else "（）", prose)
+        for pattern in term.get("avoid_re", []):
+            for match in re.finditer(pattern, plain):
+                found.append(f'"{match.group(0).strip()}" (write {term["zh"]} for {term["en"]})')
+        if term.get("gloss", True):
+            body = _headings_removed(prose)
+            first = body.find(term["zh"])
+            if first < 0:
+                continue
+            before = body[max(0, first - 12):first]
+            if any(before.endswith(alternative.replace(term["zh"], "")) and alternative != term["zh"]
+                   for alternative in term.get("first", [])):
+                continue
+            after = re.sub(r"^[*_`]+", "", body[first + len(term["zh"]):first + len(term["zh"]) + 80])
+            gloss = re.match(r"（([^（）]*)）", after)
+            english = term["en"].lower().replace("-", " ")
+            if not gloss or english.split()[-1].rstrip("s") not in gloss.group(1).lower().replace("-", " "):
+                found.append(f"first use of {term['zh']} without （{term['en']}）")
+    return found
+
+
+def reader_problems(root: Path = REPO_ROOT) -> list[str]:
+    """English sentences, typesetting mistakes and departures from the term list on the pages of
+    ``zh/`` (the bibliography's English titles excepted), one line each."""
+    terms = load_terms(root)
+    found = []
+    for page in pages(root):
+        path = root / ZH_ROOT / page.path.relative_to(root)
+        if not path.exists() or page.docname == "book/references":
+            continue
+        prose = "\n\n".join(page_prose(path))
+        where = path.relative_to(root).as_posix()
+        found += [f"{where}: English left: {run!r}" for run in english_runs(prose, terms["keep"])]
+        found += [f"{where}: {problem}" for problem in typesetting_problems(prose)]
+        # The glossary gives every term's English on the line above its entry: no parentheses needed.
+        listed = [dict(t, gloss=False) for t in terms["terms"]] if page.docname == "book/glossary" else terms["terms"]
+        found += [f"{where}: {problem}" for problem in term_problems(prose, listed)]
+    return found

@@ -1,0 +1,106 @@
+"""Chinese typesetting: lines joined between Chinese characters, and the phrases in formulas (``\\text{...}``)
+translated."""
+
+from __future__ import annotations
+
+import re
+
+from autograder.course.i18n.extract import FENCE
+
+
+#: CJK ideographs, kana, CJK and full-width punctuation, and the curly quotes, dash and ellipsis
+#: that Chinese text uses.
+CJK = "\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\u201c\u201d\u2018\u2019\u2014\u2026"
+# A line break with a Chinese character on both sides, allowing emphasis, a role or a link's end between.
+_CJK_BREAK = re.compile(rf"([{CJK}](?:\*\*|\*|_|`|\]\([^)\s]*\)|\])?)\n[ \t]*((?:\*\*|\*|_|\[|\{{[\w:-]+\}}`)?[{CJK}])")
+# Spans whose line breaks mean something: code fences (not a directive's) and display math.
+_KEEP_LINES = re.compile(r"(`{3,}|~{3,})(?![ \t]*\{(?!code|math))[^\n]*\n.*?\1|\$\$.*?\$\$", re.DOTALL)
+
+
+def join_cjk_lines(text: str) -> str:
+    r"""Join the lines of a Chinese paragraph where the break falls between two Chinese characters.
+
+    A browser shows a line break inside a paragraph as a space, which is right between English
+    words and wrong between Chinese characters ("即一个 仅解码器模型").
+
+    Example:
+        >>> join_cjk_lines("即一个\n**仅解码器模型**，\n在 CPU 上运行。\n- 列表项")
+        '即一个**仅解码器模型**，在 CPU 上运行。\n- 列表项'
+    """
+    out, last = [], 0
+    for kept in _KEEP_LINES.finditer(text):
+        out += [_CJK_BREAK.sub(r"\1\2", text[last:kept.start()]), kept.group(0)]
+        last = kept.end()
+    out.append(_CJK_BREAK.sub(r"\1\2", text[last:]))
+    return "".join(out)
+
+
+MATH_CONTEXT = "math"
+# \text{...} that is not a subscript or superscript (those are names: d_\text{model}, n_\text{layers}).
+_MATH_TEXT = re.compile(r"(?<![_^])(?<![_^]\{)\\text\{([^{}]+)\}")
+# Names kept in formulas: identifiers (max\_norm) and abbreviations (NaN, MFU, FLOPs, FFN).
+_MATH_NAME = re.compile(r"^\s*(?:[A-Za-z]+(?:\\_[A-Za-z]+)+|[A-Z][A-Za-z]*[A-Z][A-Za-z]?s?|[A-Za-z]|tanh|softmax|logits)\s*$")
+
+
+def math_phrases(text: str) -> list[str]:
+    r"""The English phrases of the formulas in ``text`` (``\text{...}`` outside sub- and superscripts,
+    without the spaces around them), which a Chinese page shows translated.
+
+    Example:
+        >>> math_phrases(r"$$\text{cost } O(n) \quad d_\text{model}, \text{NaN}$$")
+        ['cost']
+    """
+    found: dict[str, None] = {}
+    for match in _MATH_TEXT.finditer(strip_code(text)):
+        phrase = match.group(1)
+        if re.search(r"[A-Za-z]{2,}", phrase) and not _MATH_NAME.match(phrase):
+            found.setdefault(phrase.strip(), None)
+    return list(found)
+
+
+def _strip_fenced(text: str, hole: str) -> str:
+    """``text`` with each fenced code block (not a directive such as ``{admonition}``) replaced by
+    ``hole``, read line by line as :func:`blocks` does, so that a directive's closing fence is not
+    taken for the opening of a code block."""
+    out, closing, directives = [], None, []
+    for line in text.split("\n"):
+        fence = FENCE.match(line)
+        if closing is not None:
+            if fence and fence.group(2).startswith(closing) and not fence.group(3).strip():
+                closing = None
+                out.append(hole)
+            continue
+        info = fence.group(3).strip() if fence else ""
+        if fence and not info and directives and fence.group(2).startswith(directives[-1]):
+            directives.pop()
+        elif fence and (not info.startswith("{") or info.startswith(("{code", "{math}"))):
+            closing = fence.group(2)
+            continue
+        elif fence:
+            directives.append(fence.group(2))
+        out.append(line)
+    return "\n".join(out)
+
+
+def strip_code(text: str, hole: str = " ") -> str:
+    """``text`` without fenced code blocks (not directives) and inline code (each replaced by ``hole``)."""
+    text = _strip_fenced(text, hole)
+    # Inline code may wrap onto a second line of its paragraph.
+    return re.sub(r"(?<![`}])`(?:[^`\n]|\n(?![ \t]*\n))+`(?!`)", hole, text)
+
+
+def translate_math(text: str, table: dict[str, str]) -> str:
+    r"""``text`` with the phrases of its formulas translated, keeping the spaces around each.
+
+    Example:
+        >>> translate_math(r"$\text{cost } O(n)$", {"cost": "开销"})
+        '$\\text{开销 } O(n)$'
+    """
+    def swap(match: re.Match) -> str:
+        phrase = match.group(1)
+        chinese = table.get(phrase.strip())
+        if not chinese:
+            return match.group(0)
+        lead, trail = phrase[:len(phrase) - len(phrase.lstrip())], phrase[len(phrase.rstrip()):]
+        return "\\text{" + lead + chinese + trail + "}"
+    return _MATH_TEXT.sub(swap, text)

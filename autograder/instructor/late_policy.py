@@ -1,0 +1,145 @@
+"""Late policies: what lateness costs, how late a submission is, and the policy an export saves.
+
+Late policies (``--late-policy``):
+
+- ``none``: no penalty (late days are still reported);
+- ``zero``: a late submission scores 0;
+- ``per-day:P[,grace:H]``: P % of the assignment's maximum off per started day late, counted from
+  the due time plus H hours of grace; the score never goes below 0.
+
+How late a submission is: with ``--due`` (an ISO date-time; without a zone it is UTC) the time from
+``due + grace`` to the submission's ``submitted_at`` (the newest submitted file's time, from the LMS
+zip), in started days. Without ``--due``, or for a submission with no recorded time, the LMS's own
+late mark (Canvas' ``_LATE_``) counts as one started day late; grace cannot apply, as the LMS's mark
+carries no duration.
+
+An export with a late policy saves it in ``<out>/late-policy.json`` (:data:`LATE_RECORD`); the grade at
+the top of every feedback page then shows the late days and the penalty, and later ``grade``,
+``merge`` and ``export`` runs apply the same policy unless given another (:func:`saved_lateness`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from autograder.core.errors import UsageError
+from autograder.core.results import GradeResult, write_atomically
+
+DAY_S = 86400.0
+LATE_RECORD = "late-policy.json"
+
+
+@dataclass(frozen=True)
+class LatePolicy:
+    """What lateness costs: ``kind`` is ``none``, ``zero`` or ``per-day`` (``percent`` of the maximum
+    per started day late, after ``grace_hours``)."""
+
+    kind: str = "none"
+    percent: float = 0.0
+    grace_hours: float = 0.0
+
+    def penalty(self, score: float, max_score: float, days_late: int) -> float:
+        """The points taken off ``score`` for ``days_late`` started days (never more than ``score``)."""
+        if days_late <= 0 or self.kind == "none":
+            return 0.0
+        if self.kind == "zero":
+            return score
+        return min(score, max_score * min(100.0, self.percent * days_late) / 100.0)
+
+
+def parse_late_policy(text: str) -> LatePolicy:
+    """``none``, ``zero`` or ``per-day:P[,grace:H]`` -> :class:`LatePolicy`.
+
+    Raises:
+        UsageError: for anything else, showing the accepted forms.
+    """
+    text = (text or "").strip()
+    if text in ("none", "zero"):
+        return LatePolicy(text)
+    match = re.fullmatch(r"per-day:\s*(\d+(?:\.\d+)?)\s*%?\s*(?:,\s*grace:\s*(\d+(?:\.\d+)?)\s*h?)?", text)
+    if not match or float(match[1]) > 100:
+        raise UsageError(f"--late-policy {text!r}: write none, zero or per-day:P[,grace:H] with P the percent of the "
+                         "maximum taken off per started day late (0-100) and H hours of grace, e.g. "
+                         "per-day:10,grace:2")
+    return LatePolicy("per-day", float(match[1]), float(match[2] or 0))
+
+
+def parse_due(text: str | None) -> datetime | None:
+    """An ISO date-time (a date alone means its midnight; no zone means UTC), or None.
+
+    Raises:
+        UsageError: if it is not an ISO date-time.
+    """
+    if not text:
+        return None
+    try:
+        due = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--due {text!r} is not an ISO date-time; write e.g. 2025-03-14T23:59 (UTC) or "
+                         "2025-03-14T23:59+01:00") from None
+    return due if due.tzinfo else due.replace(tzinfo=timezone.utc)
+
+
+def days_late(result: GradeResult, due: datetime | None, policy: LatePolicy) -> int:
+    """Started days late (see the module's docstring for the rule): from ``due`` plus the grace to
+    ``submitted_at``; without ``due`` or a submission time, 1 if the LMS marked it late, else 0."""
+    submitted = None
+    if result.submitted_at:
+        try:
+            submitted = datetime.fromisoformat(result.submitted_at)
+        except ValueError:
+            submitted = None
+    if due is None or submitted is None:
+        return 1 if result.late else 0
+    if submitted.tzinfo is None:
+        submitted = submitted.replace(tzinfo=timezone.utc)
+    seconds = (submitted - due).total_seconds() - policy.grace_hours * 3600
+    return max(0, math.ceil(seconds / DAY_S)) if seconds > 0 else 0
+
+
+def describe_policy(policy: LatePolicy, due: datetime | None) -> str:
+    """The late policy in words, for feedback pages."""
+    what = {"none": "no penalty", "zero": "a late submission scores 0"}.get(
+        policy.kind, f"{policy.percent:g} % of the maximum off per started day late"
+        + (f" after {policy.grace_hours:g} hours of grace" if policy.grace_hours else ""))
+    return what + (f"; due {due.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}" if due else "")
+
+
+def save_late_policy(out_dir: Path, late_policy: str, due: str | None) -> None:
+    """Remember the late policy of an export in ``<out>/late-policy.json`` (see the module docstring)."""
+    write_atomically(Path(out_dir) / LATE_RECORD, json.dumps({"late_policy": late_policy, "due": due}).encode("utf-8"))
+
+
+def saved_policy(out_dir: Path) -> tuple[str, str | None] | None:
+    """``(late policy, due)`` saved by the last export with a late policy, or None."""
+    try:
+        data = json.loads((Path(out_dir) / LATE_RECORD).read_text(encoding="utf-8"))
+        return str(data["late_policy"]), data.get("due")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def lateness(policy: LatePolicy, due: datetime | None):
+    """``result -> (days late, points off, the policy in words)`` for :func:`autograder.engine.feedback.refresh_grade_headers`."""
+    words = describe_policy(policy, due)
+
+    def late(result: GradeResult) -> tuple[int, float, str]:
+        days = days_late(result, due, policy)
+        return days, policy.penalty(result.score or 0.0, result.max_score or 0.0, days), words
+    return late
+
+
+def saved_lateness(out_dir: Path):
+    """:func:`lateness` of the policy saved in ``out_dir``, or None when no export saved one."""
+    saved = saved_policy(out_dir)
+    if saved is None:
+        return None
+    try:
+        return lateness(parse_late_policy(saved[0]), parse_due(saved[1]))
+    except UsageError:
+        return None
