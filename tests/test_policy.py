@@ -214,3 +214,28 @@ def test_a_cell_too_big_or_too_deep_is_not_python_and_costs_the_grader_little():
     assert rules("02-self-attention", None, "x = " + "(" * 500 + "1" + ")" * 500) == {"not Python"}
     chain = "x = torch" + ".nn" * 2000                                # valid Python, deeper than recursion goes
     assert rules("02-self-attention", None, chain) <= {"internal API", "module not allowed"}
+
+
+# --- One reading of a cell: every reader of learner source sees the same code ------------------------
+
+
+def test_every_reader_of_a_cell_reads_magics_shell_lines_and_cell_magics_as_the_policy_does():
+    from autograder.course.i18n.docstring_text import docstrings
+    from autograder.course.i18n.runtime_text import code_strings
+    from autograder.engine.cells import import_statements, python_source
+    from autograder.engine.mounts import imported_modules
+    from autograder.instructor.similarity import chosen_names, normalised_tokens
+
+    cell = ('!pip install x\nfiles = !ls\n%time import transformer_core.attention\n'
+            'import transformer_core.models\ndef f():\n    """Doc."""\n    plt.title("a title")\n')
+    assert python_source(cell).split("\n")[:3] == ["get_ipython()", "files = get_ipython()", "get_ipython()"]
+    assert imported_modules(cell) == {"transformer_core.models"}
+    assert import_statements(cell) == ["import transformer_core.models"]
+    assert chosen_names([cell]).names == {"f"}
+    assert [text for text, _ in normalised_tokens(cell, None)][:3] == ["import", "V", "."]  # the commands count for nothing
+    assert docstrings(cell) == ["Doc."] and code_strings([cell], figures=True) == [("a title", False)]
+    # A cell magic's body is not Python to any of them (the policy reads it as one get_ipython() call).
+    magic = "%%capture\nimport transformer_core.models\nplt.title('a title')\n"
+    assert python_source(magic) == "get_ipython()\n\n\n" and python_source(magic, blank=True) == "\n\n\n"
+    assert imported_modules(magic) == set() and import_statements(magic) == []
+    assert code_strings([magic], figures=True) == [] and normalised_tokens(magic, None) == []

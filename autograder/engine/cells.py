@@ -1,7 +1,9 @@
 """A notebook cell read as Python: magics, shell escapes and cell magics, the one reading of them.
 
 The source check (:mod:`autograder.engine.policy`), the referee's prelude (the notebook's imports,
-:mod:`autograder.engine.plan`) and the grading of a cell that only runs commands all read a cell
+:mod:`autograder.engine.plan`), the reference modules a kernel holds (:mod:`autograder.engine.mounts`),
+the similarity report (:mod:`autograder.instructor.similarity`), the Chinese edition's reading of code
+(:mod:`autograder.course.i18n`) and the grading of a cell that only runs commands all read a cell
 here, so they agree on what is code. IPython's own transformer is not used, so that a learner's
 ``validate`` needs nothing beyond the base dependencies.
 """
@@ -17,20 +19,29 @@ _MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?:(?P<target>[A-Za-z_][\w, ]*)=[ 
 MAX_CELL_CHARS = 200_000
 
 
-def python_source(source: str) -> str:
+def python_source(source: str, *, blank: bool = False) -> str:
     """A cell's source with every IPython magic or shell line replaced by the call it stands for,
-    ``get_ipython()`` (line numbers kept), so that the rules see it as dynamic code. Done here, not
-    with IPython's own transformer, so that a learner's ``validate`` needs nothing beyond the base
-    dependencies."""
+    ``get_ipython()`` (line numbers kept), so that the rules see it as dynamic code; a cell magic
+    (``%%...`` on the first line) makes the whole cell one such call. With ``blank``, those lines are
+    left empty instead (for reading a cell's tokens, where a stand-in call would count as code).
+    Done here, not with IPython's own transformer, so that a learner's ``validate`` needs nothing
+    beyond the base dependencies.
+
+    Example:
+        >>> python_source("x = !ls\n%time f()\ny = 1")
+        'x = get_ipython()\nget_ipython()\ny = 1'
+        >>> python_source("%time f()\ny = 1", blank=True)
+        '\ny = 1'
+    """
     lines = source.split("\n")
     if lines and lines[0].lstrip().startswith("%%"):
-        return "\n".join(["get_ipython()"] + [""] * (len(lines) - 1))
+        return "\n".join(["" if blank else "get_ipython()"] + [""] * (len(lines) - 1))
     out = []
     for line in lines:
         match = _MAGIC_LINE.match(line)
         if match:
             target = f"{match['target'].strip()} = " if match["target"] else ""
-            line = f"{match['indent']}{target}get_ipython()"
+            line = "" if blank else f"{match['indent']}{target}get_ipython()"
         out.append(line)
     return "\n".join(out)
 
@@ -59,9 +70,7 @@ def only_commands(source: str) -> bool:
 
 def import_statements(source: str) -> list[str]:
     """The top-level ``import`` statements of a notebook cell (magics and shell lines ignored)."""
-    lines = [line for line in source.split("\n") if not line.lstrip().startswith(("%", "!"))]
-    try:
-        tree = ast.parse("\n".join(lines))
-    except SyntaxError:
+    tree = parse_cell(source)
+    if isinstance(tree, SyntaxError):
         return []
     return [ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]

@@ -19,6 +19,7 @@ import functools
 import re
 from pathlib import Path
 
+from autograder.engine.cells import parse_cell
 from autograder.engine.plan import FREE, LOCKED, TEST, AssignmentPlan
 
 LIBRARY = "transformer_core"
@@ -55,10 +56,8 @@ def _longest_module(dotted: str) -> str | None:
 def imported_modules(source: str, package: str | None = None) -> set[str]:
     """The ``transformer_core`` modules a piece of source imports (relative imports resolved
     against ``package``); magics and shell lines are ignored."""
-    lines = [line for line in source.split("\n") if not line.lstrip().startswith(("%", "!"))]
-    try:
-        tree = ast.parse("\n".join(lines))
-    except SyntaxError:
+    tree = parse_cell(source)
+    if isinstance(tree, SyntaxError):
         return set()
     found: set[str] = set()
     for node in ast.walk(tree):

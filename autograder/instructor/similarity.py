@@ -52,6 +52,7 @@ from pathlib import Path
 
 from autograder.core.files import REPO_ROOT
 from autograder.core.safe_output import csv_text, page_head
+from autograder.engine.cells import python_source
 
 K = 12
 WINDOW = 6
@@ -63,16 +64,10 @@ SOLUTION = "published solution"
 HTML_NAME = "similarity.html"
 CSV_NAME = "similarity.csv"
 CSV_COLUMNS = ["assignment", "learner", "other", "kind", "overlap", "shared", "cells"]
-_MAGIC = re.compile(r"^\s*[%!]")
 _BUILTINS = frozenset(dir(builtins))
 
 
 # --- 1. Normalising and fingerprinting one cell -------------------------------------------------
-
-
-def _without_magics(source: str) -> str:
-    """``source`` with IPython's ``%magic`` and ``!shell`` lines blanked (they are not Python)."""
-    return "\n".join("" if _MAGIC.match(line) else line for line in source.split("\n"))
 
 
 @dataclass(frozen=True)
@@ -88,7 +83,7 @@ def chosen_names(sources: list[str]) -> Names | None:
     names, attributes, parsed = set(), set(), False
     for source in sources:
         try:
-            tree = ast.parse(_without_magics(source))
+            tree = ast.parse(python_source(source, blank=True))
         except (SyntaxError, ValueError):
             continue
         parsed = True
@@ -127,7 +122,7 @@ def normalised_tokens(source: str, chosen: Names | None) -> list[tuple[str, int]
         line.clear()
 
     try:
-        for token in tokenize.generate_tokens(io.StringIO(_without_magics(source)).readline):
+        for token in tokenize.generate_tokens(io.StringIO(python_source(source, blank=True)).readline):
             kind, text, number = token.type, token.string, token.start[0]
             if kind == getattr(tokenize, "FSTRING_START", -1):
                 fstring_depth += 1

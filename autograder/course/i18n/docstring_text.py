@@ -6,6 +6,7 @@ import re
 
 from autograder.core.files import read_notebook
 from autograder.course.i18n.extract import Page
+from autograder.engine.cells import parse_cell
 
 
 DOCSTRING_CONTEXT = "docstring"
@@ -26,8 +27,8 @@ def _docstring_spans(source: str) -> list[tuple[int, int, str]]:
     excluded), in order. A docstring written as several literals or with escapes is left out."""
     import ast
 
-    tree = parse_code(source)
-    if tree is None:
+    tree = parse_cell(source)
+    if isinstance(tree, SyntaxError):
         return []
     lines = source.split("\n")
     starts = [0]
@@ -108,14 +109,3 @@ def solution_docstrings(page: Page) -> list[str]:
             for body in docstrings(cell.source):
                 found.setdefault(body, None)
     return list(found)
-
-
-def parse_code(source: str):
-    """The AST of a code cell, IPython magics and shell lines blanked out (kept as ``pass``)."""
-    import ast
-
-    lines = [re.sub(r"^(\s*)[%!].*$", r"\1pass", line) for line in source.split("\n")]
-    try:
-        return ast.parse("\n".join(lines))
-    except SyntaxError:
-        return None

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.course.i18n.catalogues import catalogue_template, read_catalogue, write_catalogue
-from autograder.course.i18n.docstring_text import parse_code
 from autograder.course.i18n.extract import LANGUAGE, pages
+from autograder.engine.cells import parse_cell
 
 
 #
@@ -90,8 +90,8 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
 
     found: dict[str, bool] = {}
     for source in sources:
-        tree = parse_code(source)
-        if tree is None:
+        tree = parse_cell(source)
+        if isinstance(tree, SyntaxError):
             continue
         for node in ast.walk(tree):
             candidates = []
