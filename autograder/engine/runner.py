@@ -13,7 +13,10 @@ message type of its own right after the kernel starts) and returns its raw answe
 Everything the kernel sends is bounded: one message at most :data:`MAX_MESSAGE_BYTES`, at most
 :data:`QUEUED_MESSAGES` waiting per socket, and per notebook at most ``Limits.message_mb`` and
 ``Limits.messages`` in all; past that the kernel is stopped, so a flood of output costs the grader
-neither memory nor the time of other learners.
+neither memory nor the time of other learners. Those bounds rest on private parts of jupyter_client
+(a channel's ``_recv``, a client's ``_create_connected_socket``, a manager's ``_kernel_spec``):
+``tests/test_jupyter_client_contract.py`` fails when an installed version no longer uses them, and
+``pyproject.toml`` pins the versions it passed with.
 """
 
 from __future__ import annotations
