@@ -4,7 +4,7 @@ The kernel's message budget, a denial-of-service guard, rests on three private p
 the channels read every message through ``_recv`` (the runner's counts each frame as it arrives), the
 client opens its sockets through ``_create_connected_socket`` (the runner's caps their message size and
 queue) and the manager starts the ``_kernel_spec`` it holds (the runner's launches the sandbox). These
-tests fail when an installed jupyter_client no longer does so; ``pyproject.toml`` pins the versions
+tests fail when an installed jupyter_client no longer does so; ``pyproject.toml`` bounds the versions
 they passed with (widen the pin only after they pass on the new version).
 """
 
