@@ -242,3 +242,47 @@ def test_grade_without_the_option_keeps_every_hand_score_and_says_why_one_is_not
         broken.write_bytes(saved)
     assert main(args) == 0
     assert _scores(out) == {"ann": "5", "bob": "0", "cy": "4.5"}, "the kept score counts again"
+
+
+def test_a_hand_score_belongs_to_the_answer_it_was_given_for(course, tmp_path, capsys):
+    """Grade, hand-score, resubmit: a changed answer's old score is set aside (the cell waits again in
+    grades.csv, on the page and in the review list) and the run says so; an unchanged resubmission
+    keeps its score; a hand-scores file from before digests still counts."""
+    from autograder.instructor.manual import HandScore, write_hand_scores
+    from autograder.instructor.review import ReviewState
+
+    subs, out = tmp_path / "submissions", tmp_path / "out"
+    _submission(course, subs, "ann", "The largest exponent becomes 0, so nothing overflows.")
+    _submission(course, subs, "dan", "Because exp of a big number overflows; the shift cancels.")
+    args = ["--root", str(course), "grade", str(subs), "--assignment", "00-fixture", "--out", str(out),
+            "--jobs", "2", "--no-progress", "--timeout", "60"]
+    assert main(args) == 0
+    [question] = load_questions(out, course)
+    write_hand_scores(out, {(e.learner, "00-fixture", KEY): HandScore(2.0, "good", e.digest) for e in question.entries})
+    assert main(args) == 0
+    assert _scores(out) == {"ann": "5", "dan": "5"}
+    capsys.readouterr()
+
+    # ann resubmits a changed answer; dan resubmits the same answer (a new file, same text)
+    _submission(course, subs, "ann", "I changed my mind: it is about underflow.")
+    _submission(course, subs, "dan", "Because exp of a big number overflows; the shift cancels.")
+    assert main([*args, "--regrade", "dan"]) == 0
+    said = capsys.readouterr().out
+    assert "1 hand score was set aside because its answer changed" in said and "ann / 00-fixture" in said
+    rows = {r["student"]: r for r in _rows(out / "grades.csv")}
+    assert rows["ann"][KEY] == "" and rows["ann"]["needs_manual_grade"] == "yes" and rows["ann"]["score"] == "3"
+    assert rows["dan"][KEY] == "2" and rows["dan"]["needs_manual_grade"] == "no" and rows["dan"]["score"] == "5"
+    page = (out / "feedback" / "ann" / "00-fixture" / "fixture.html").read_text(encoding="utf-8")
+    assert "1 part still waits for your instructor" in page and "<td>good</td>" not in page
+    assert read_hand_scores(out)[("ann", "00-fixture", KEY)].points == 2.0, "the file keeps the old score"
+    state = ReviewState(out, course)
+    entry = {e.learner: e for e in state.questions[0].entries}
+    assert state.scores[("ann", "00-fixture", KEY)].answer != entry["ann"].digest   # the list shows it as waiting
+    assert state.scores[("dan", "00-fixture", KEY)].answer == entry["dan"].digest
+
+    # a file written before digests: applied as before, and the run says so
+    (out / HAND_SCORES).write_text(f"student,assignment,grade_id,points,comment\nann,00-fixture,{KEY},1,\n",
+                                   encoding="utf-8")
+    assert main(args) == 0
+    assert "written before the grader kept the answer's digest" in capsys.readouterr().out
+    assert _scores(out)["ann"] == "4"

@@ -93,6 +93,7 @@ class ManualScore:
         line: the line of the manual-scores file it came from.
         autograded: the points the autograder gave, or None for a cell left to a human.
         max_points: the cell's maximum.
+        answer: the digest of the answer the score was given for (review page scores; "" for none).
     """
 
     learner: str
@@ -103,6 +104,7 @@ class ManualScore:
     line: int
     autograded: float | None
     max_points: float
+    answer: str = ""
 
     @property
     def overrides(self) -> bool:
@@ -297,7 +299,7 @@ def match_manual_rows(rows: list[ManualRow], results: list[GradeResult]) -> tupl
                           f"(the first is on line {cells[key].line}); keep one of the two lines")
             continue
         cells[key] = ManualScore(result.learner, result.assignment, key, row.points, row.comment, row.line,
-                                 result.cells.get(key), maximum)
+                                 result.cells.get(key), maximum, row.answer)
     return resolved, errors
 
 
@@ -474,6 +476,39 @@ class ManualMerge:
         return "\n".join([line, *(f"note: {note}" for note in self.notes)])
 
 
+def _current_answers_only(out_dir: Path, scores: ManualScores, results: list[GradeResult]
+                          ) -> tuple[ManualScores, list[tuple[str, str, str]], int]:
+    """The review page's ``scores`` whose answer is the one graded now: a score saved with the digest
+    of an answer that is no longer the learner's (a resubmission) is set aside, so the cell waits for
+    a hand grade again. A score without a digest (a file from before digests) is kept.
+
+    Returns:
+        The scores kept, the ``(learner, assignment, key)`` set aside, and how many kept have no digest.
+    """
+    from autograder.engine.answers import load_answers
+    from autograder.instructor.review import answer_digest
+
+    by_pair = {(r.learner, r.assignment): r for r in results if r.graded}
+    kept: ManualScores = {}
+    stale: list[tuple[str, str, str]] = []
+    undated = 0
+    answers: dict[tuple[str, str], dict | None] = {}
+    for pair, cells in scores.items():
+        for key, score in cells.items():
+            digest = score.answer
+            if not digest:
+                undated += 1
+            else:
+                if pair not in answers:
+                    answers[pair] = load_answers(out_dir, by_pair[pair]) if pair in by_pair else None
+                stored = (answers[pair] or {}).get(key)
+                if answers[pair] is not None and answer_digest(stored.source if stored else None) != digest:
+                    stale.append((*pair, key))
+                    continue
+            kept.setdefault(pair, {})[key] = score
+    return kept, sorted(stale), undated
+
+
 def merge_manual_scores(out_dir: Path | str, path: Path | str | None) -> ManualMerge:
     """Merge the hand scores into ``<out>/grades.csv`` and the feedback pages of ``out_dir``.
 
@@ -517,6 +552,18 @@ def merge_manual_scores(out_dir: Path | str, path: Path | str | None) -> ManualM
     from_review, problems = match_manual_rows(rows, results)
     notes += [f"{HAND_SCORES} {problem}; it is kept in the file and counts again once it matches a graded "
               "submission" for problem in problems]
+    from_review, stale, undated = _current_answers_only(out_dir, from_review, results)
+    if stale:
+        names = ", ".join(f"{learner} / {assignment} / {key}" for learner, assignment, key in stale[:5])
+        notes.append(f"{len(stale)} hand score{'s were' if len(stale) != 1 else ' was'} set aside because "
+                     f"{'their answers' if len(stale) != 1 else 'its answer'} changed since grading "
+                     f"(resubmitted): {names}{' ...' if len(stale) > 5 else ''}; they wait for a hand grade "
+                     f"again (review --out {out_dir}); {HAND_SCORES} keeps the old scores")
+    if undated:
+        notes.append(f"{undated} hand score{'s' if undated != 1 else ''} in {HAND_SCORES} "
+                     f"{'were' if undated != 1 else 'was'} written before the grader kept the answer's digest "
+                     "with the score, so a changed answer cannot be told apart; applied as given (save "
+                     "them again on the review page to tie them to the answers)")
     combined: ManualScores = {k: dict(v) for k, v in from_file.items()}
     for pair, cells in from_review.items():
         for key, score in cells.items():

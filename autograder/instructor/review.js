@@ -5,6 +5,9 @@ let data = null, qi = 0, li = 0;
 const $ = (id) => document.getElementById(id);
 const keyOf = (q, e) => e.learner + "\t" + q.assignment + "\t" + q.key;
 function scoreOf(q, e) { return data.scores[keyOf(q, e)]; }
+// a score given for another answer (the learner resubmitted) does not count: the answer waits again
+function changed(q, e) { const s = scoreOf(q, e); return !!(s && s.answer && s.answer !== e.digest); }
+function graded(q, e) { return !!scoreOf(q, e) && !changed(q, e); }
 function say(text, cls) { const s = $("status"); s.textContent = text; s.className = cls || ""; }
 async function load() {
   const r = await fetch("/api/state", {headers: {"X-Review-Token": token}});
@@ -16,9 +19,9 @@ async function load() {
 function show() {
   const q = data.questions[qi], e = q.entries[li];
   $("title").textContent = "Question " + (qi + 1) + " of " + data.questions.length + ": " + q.assignment + " / " + q.key;
-  const done = q.entries.filter((x) => scoreOf(q, x)).length;
+  const done = q.entries.filter((x) => graded(q, x)).length;
   const all = data.questions.reduce((n, x) => n + x.entries.length, 0);
-  const allDone = data.questions.reduce((n, x) => n + x.entries.filter((y) => scoreOf(x, y)).length, 0);
+  const allDone = data.questions.reduce((n, x) => n + x.entries.filter((y) => graded(x, y)).length, 0);
   $("progress").textContent = done + " of " + q.entries.length + " graded for this question; " + allDone + " of " + all + " in all";
   $("progress").dataset.done = done; $("progress").dataset.total = q.entries.length;
   $("prompt").textContent = q.prompt; $("model").textContent = q.model_answer || "(none written)";
@@ -27,7 +30,8 @@ function show() {
   const side = $("side"); side.replaceChildren();
   q.entries.forEach((x, i) => {
     const d = document.createElement("div");
-    d.textContent = x.student; d.className = (scoreOf(q, x) ? "done" : "todo") + (i === li ? " on" : "");
+    d.textContent = x.student; d.className = (graded(q, x) ? "done" : changed(q, x) ? "todo changed" : "todo") + (i === li ? " on" : "");
+    if (changed(q, x)) d.title = "the answer changed since it was graded: grade it again";
     d.onclick = () => { li = i; show(); }; side.appendChild(d);
   });
   if (!e) { $("who").textContent = "nobody answered"; $("answer").textContent = ""; return; }
@@ -38,7 +42,7 @@ function show() {
   else { a.textContent = e.answer; a.className = "box"; }
   const s = scoreOf(q, e);
   $("points").value = s ? s.points : ""; $("comment").value = s ? s.comment : "";
-  $("changed").textContent = s && s.answer && s.answer !== e.digest ? "The answer changed since it was graded: check the score." : "";
+  $("changed").textContent = changed(q, e) ? "The answer changed since it was graded (" + s.points + " points, not counted): grade it again." : "";
   const on = side.children[li]; if (on) on.scrollIntoView({block: "nearest"});
 }
 async function post(q, e, points, comment) {
@@ -61,7 +65,7 @@ async function save(next) {
 async function zeroBlank() {
   const q = data.questions[qi]; let n = 0;
   try {
-    for (const e of q.entries) if (e.blank && !scoreOf(q, e)) { await post(q, e, "0", ""); n += 1; }
+    for (const e of q.entries) if (e.blank && !graded(q, e)) { await post(q, e, "0", ""); n += 1; }
     say("gave 0 to " + n + " blank answer" + (n === 1 ? "" : "s"), "ok"); show();
   } catch (err) { say("not saved: " + err.message, "err"); }
 }
