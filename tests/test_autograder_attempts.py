@@ -226,3 +226,29 @@ def test_validate_says_plainly_that_tests_pass_on_updated_cells_and_what_to_down
     text = _repaired_but_passing(2, "03-scaling-and-masks", "scaling_and_masks", Path("/nonexistent"))
     assert text.startswith("all visible tests pass on the course's current cells")
     assert "exercises/03-scaling-and-masks/scaling_and_masks.ipynb" in text and "you may submit" in text
+
+
+@pytest.mark.slow
+def test_a_learner_whose_upload_is_not_a_notebook_gets_a_row_saying_what_to_hand_in(course, tmp_path, capsys):
+    """A Canvas entry `mallory_3_3_<long name>.txt` (the wrong file uploaded) is a row of its own and
+    counts among the submissions; a learner who uploaded a notebook and a .txt gets the notebook's row."""
+    full = edited(course / "solutions" / ASSIGNMENT / NOTEBOOK, {"softmax": GOOD_SOFTMAX, "scale": GOOD_SCALE})
+    wrong = "mallory_3_3_" + "my answers to the transformer exercise written as plain text " * 3 + ".txt"
+    entries = [("smithjane_123_900_fixture.ipynb", full), ("smithjane_123_901_notes.txt", "notes"),
+               (wrong, "softmax is exp over sum")]
+    archive = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, text in entries:
+            zf.writestr(zipfile.ZipInfo(name, date_time=TIMES[1]), text)
+    out = tmp_path / "out"
+    status = main(["--root", str(course), "grade", str(archive), "--assignment", ASSIGNMENT, "--out", str(out),
+                   "--no-progress", "--jobs", "2", *LIMITS])
+    said = capsys.readouterr().out
+    assert status == 1 and "graded 1 of 2 submissions" in said
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = {r["student"]: r for r in csv.DictReader(handle)}
+    assert sorted(rows) == ["mallory", "smithjane"] and rows["smithjane"]["score"] == "3"
+    status_text = rows["mallory"]["status"]
+    assert status_text.startswith("the upload is not a notebook (mallory_3_3_my answers") , status_text
+    assert status_text.endswith(".txt); hand in the .ipynb file") and rows["mallory"]["lms_id"] == "3"
+    assert "hand in the .ipynb file" in page(out, "mallory #3", "not-graded.html")

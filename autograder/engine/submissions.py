@@ -486,6 +486,8 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
                 return loose(who, entry)
             if entry.is_dir():
                 return student_folder(entry)
+            if entry.is_file() and _CANVAS_NAME.match(entry.name):
+                uploads.setdefault(learner_key(*who), (who, []))[1].append(entry)
             return []
         except Exception as error:  # an unreadable folder, a name the file system refuses, ...
             return [Submission(who[0], assignment if assignment != ALL else "", {}, entry,
@@ -497,8 +499,17 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
             raise UsageError(f"{path} is not a notebook (.ipynb), a zip or a folder of submissions")
         return loose(_lms_student(path.stem), path)
     submissions: list[Submission] = []
+    # LMS-named files that are not notebooks (a learner who uploaded the wrong file), by learner
+    uploads: dict[str, tuple[tuple[str, str], list[Path]]] = {}
     for entry in sorted(p for p in path.iterdir() if _visible(p)):
         submissions += entry_submissions(entry)
+    have = {s.learner for s in submissions}
+    for key, (who, files) in sorted(uploads.items()):
+        if key not in have:  # a learner with a notebook too gets that notebook's row only
+            names = ", ".join(clean_text(f.name) for f in files)
+            submissions.append(Submission(who[0], assignment if assignment != ALL else "", {}, files[-1],
+                                          f"the upload is not a notebook ({names}); hand in the .ipynb file",
+                                          lms_id=who[1], problem_kind=Status.NO_NOTEBOOK))
     if not submissions:
         raise UsageError(f"no notebooks found in {path}; expected <student>.ipynb files, "
                          "<student>/<notebook>.ipynb or <student>/<assignment>/<notebook>.ipynb")
