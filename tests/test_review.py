@@ -274,6 +274,10 @@ def test_a_hand_score_belongs_to_the_answer_it_was_given_for(course, tmp_path, c
     assert rows["dan"][KEY] == "2" and rows["dan"]["needs_manual_grade"] == "no" and rows["dan"]["score"] == "5"
     page = (out / "feedback" / "ann" / "00-fixture" / "fixture.html").read_text(encoding="utf-8")
     assert "1 part still waits for your instructor" in page and "<td>good</td>" not in page
+    assert "<td>? / 2</td><td class='wait'>waiting for your instructor</td>" in page
+    page = (out / "feedback" / "dan" / "00-fixture" / "fixture.html").read_text(encoding="utf-8")
+    assert "<td>2 / 2</td><td class='pass'>graded by your instructor</td>" in page
+    assert "waiting for your instructor" not in page
     assert read_hand_scores(out)[("ann", "00-fixture", KEY)].points == 2.0, "the file keeps the old score"
     state = ReviewState(out, course)
     entry = {e.learner: e for e in state.questions[0].entries}
@@ -286,3 +290,33 @@ def test_a_hand_score_belongs_to_the_answer_it_was_given_for(course, tmp_path, c
     assert main(args) == 0
     assert "written before the grader kept the answer's digest" in capsys.readouterr().out
     assert _scores(out)["ann"] == "4"
+
+
+def test_validate_says_a_written_answer_left_as_released_is_blank_and_what_it_is_worth(course, tmp_path):
+    """The tests pass and the status stays ok (the notebook can be graded), but the verdict does not read
+    as done: it names the blank written answer and its points; a written answer clears it."""
+    from autograder.engine.validate import ALL_PASS, validate
+
+    def learner(folder: Path, essay: str | None) -> None:
+        """The released exercise with the solutions' code cells (no hidden tests) and ``essay``."""
+        _submission(course, folder, "ann", essay)
+        path = folder / "ann" / "00-fixture" / "fixture.ipynb"
+        nb, released = read_notebook(path), read_notebook(course / "exercises" / "00-fixture" / "fixture.ipynb")
+        tests = {c.metadata["nbgrader"]["grade_id"]: c.source for c in released.cells
+                 if c.get("metadata", {}).get("nbgrader", {}).get("grade") and c.cell_type == "code"
+                 and not c.metadata["nbgrader"].get("solution")}
+        for cell in nb.cells:
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            if grade_id in tests:
+                cell.source = tests[grade_id]
+        path.write_text(dumps_normalized(nb), encoding="utf-8")
+
+    learner(tmp_path / "blank", None)
+    ok, lines = validate(tmp_path / "blank" / "ann" / "00-fixture" / "fixture.ipynb", "00-fixture", root=course)
+    assert ok, lines
+    assert any(line.startswith("blank: the written answer essay is still the released placeholder; it is worth "
+                               "2 points") for line in lines), lines
+    assert lines[-1] == f"{ALL_PASS}, but 1 written answer is still blank (2 points graded by your instructor)"
+    learner(tmp_path / "done", "Subtracting the maximum keeps exponents at most 0.")
+    ok, lines = validate(tmp_path / "done" / "ann" / "00-fixture" / "fixture.ipynb", "00-fixture", root=course)
+    assert ok and lines[-1] == ALL_PASS and not any(line.startswith("blank:") for line in lines), lines

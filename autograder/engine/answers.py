@@ -9,6 +9,7 @@ again replaces its file; an answers file whose fingerprint is not its result's i
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,6 +36,19 @@ class Answer:
     cell_type: str
     source: str
     origin: str
+
+
+def answer_digest(text: str | None) -> str:
+    """A short digest of an answer, whitespace at its ends ignored (kept with a hand score to tell
+    when the answer changed)."""
+    return hashlib.sha256((text or "").strip().encode("utf-8")).hexdigest()[:12]
+
+
+def is_blank(answer: str, released: str) -> bool:
+    """Whether ``answer`` adds nothing to the released cell (the stub ``YOUR ANSWER HERE`` left as it was)."""
+    from autograder.core.files import TEXT_STUB
+
+    return answer.replace(TEXT_STUB, "").strip() == released.replace(TEXT_STUB, "").strip()
 
 
 def answers_path(out_dir: Path | str, learner: str, assignment: str) -> Path:

@@ -68,7 +68,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
 table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}
-.pass{color:#176f2c}.fail{color:#b00020}.cell{border:1px solid #ddd;border-radius:4px;margin:1rem 0}
+.pass{color:#176f2c}.fail{color:#b00020}.wait{color:#555;font-style:italic}.cell{border:1px solid #ddd;border-radius:4px;margin:1rem 0}
 .head{background:#f4f4f4;padding:.3rem .6rem;font-size:.9rem}pre{margin:0;padding:.5rem .6rem;
 white-space:pre-wrap;word-break:break-word;font-size:.85rem}.out{border-top:1px dashed #ddd;background:#fcfcfc}
 .err{background:#fff3f3}.md{padding:.5rem .6rem}.own{font-size:.8rem;color:#555;padding:.2rem .6rem;
@@ -159,6 +159,42 @@ def _verdict(cell: RunCell, outcome: CellOutcome | None, hidden: list[str], note
         reason = _clean(outcome.reason, hidden, notebook) if outcome is not None else "not run"
         return "fail", f"failed: {reason}"
     return "pass", "passed"
+
+
+HAND_WAITING = "waiting for your instructor"
+HAND_GRADED = "graded by your instructor"
+
+
+def _hand_state(points: float | None, max_points: float) -> tuple[str, str, str]:
+    """A cell graded by hand as the page shows it: (points text, css class, words). Waiting is neutral
+    (grey), never green: "? / 2" in green read as done."""
+    if points is None:
+        return f"? / {max_points:g}", "wait", HAND_WAITING
+    return f"{points:g} / {max_points:g}", "pass", HAND_GRADED
+
+
+def _hand_row(key: str, points: float | None, max_points: float) -> str:
+    esc = html.escape
+    shown, css, text = _hand_state(points, max_points)
+    return (f"<tr data-hand='{esc(key)}' data-max='{max_points:g}'><td><a href='#{esc(key)}'>{esc(key)}</a></td>"
+            f"<td>{shown}</td><td class='{css}'>{text}</td></tr>")
+
+
+def _hand_head(key: str, points: float | None) -> str:
+    _, css, text = _hand_state(points, 0)
+    return f"<span class='{css}' data-hand='{html.escape(key)}'>{text}</span>"
+
+
+def with_hand_scores(page: str, scores: dict[str, float | None]) -> str:
+    """``page`` with the cells graded by hand (grade id -> points, None: waiting) shown as they stand
+    now, in the score table and at each cell: "waiting for your instructor" until graded, the score after."""
+    for key, points in scores.items():
+        attr = re.escape(html.escape(key))
+        page = re.sub(rf"<tr data-hand='{attr}' data-max='([^']*)'>.*?</tr>",
+                      lambda m: _hand_row(key, points, float(m.group(1))), page, flags=re.S)
+        page = re.sub(rf"<span class='[a-z]+' data-hand='{attr}'>.*?</span>", lambda m: _hand_head(key, points),
+                      page, flags=re.S)
+    return page
 
 
 def with_instructor_section(page: str, section: str) -> str:
@@ -423,6 +459,9 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
     for cell, outcome in graded:
         css, text = _verdict(cell, outcome, hidden, notebook)
         score = scores.get(cell.key)
+        if cell.kind in (MANUAL, TASK) and css == "pass":
+            parts.append(_hand_row(cell.key, score, cell.points))
+            continue
         points = "?" if score is None else f"{score:g}"
         parts.append(f"<tr><td><a href='#{esc(cell.key)}'>{esc(cell.key)}</a></td>"
                      f"<td>{points} / {cell.points:g}</td><td class='{css}'>{esc(text)}</td></tr>")
@@ -440,7 +479,8 @@ def render_feedback(*, student: str, assignment: str, notebook: str, cells: list
             head += " (blank: your notebook had no usable version of this cell)"
         if cell.kind in (TEST, MANUAL, TASK):
             css, text = _verdict(cell, outcome, hidden, notebook)
-            head += f" &mdash; <span class='{css}'>{esc(text)}</span>"
+            head += " &mdash; " + (_hand_head(cell.key, scores.get(cell.key)) if cell.kind in (MANUAL, TASK)
+                                   and css == "pass" else f"<span class='{css}'>{esc(text)}</span>")
         if cell.cell_type != "code":
             trusted = cell.origin != "yours"
             body = _markdown(scrub_paths(cell.shown, notebook) if not trusted else cell.shown, trusted=trusted)

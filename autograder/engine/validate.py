@@ -208,9 +208,29 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
         passed &= ok
         lines.append(f"{'passed' if ok else 'FAILED'}  {cell.key}"
                      + ("" if ok else f": {one_line(outcome.reason if outcome else 'not run', 500)}"))
+    blank = _blank_written_answers(nb_plan, assembly)
+    lines += [f"blank: the written answer {key} is still the released placeholder; it is worth {points:g} "
+              f"point{'s' if points != 1 else ''}, graded by your instructor: write your answer before submitting"
+              for key, points in blank]
     if passed and assembly.notes:
         return False, lines + [_repaired_but_passing(len(assembly.notes), name, nb_plan.name, Path(root))]
+    if passed and blank:
+        # the tests pass and the notebook can be graded, so the status stays 0 (a learner may hand in
+        # with an answer left out); the verdict says what is missing instead of reading as done
+        worth = sum(points for _, points in blank)
+        return True, lines + [f"{ALL_PASS}, but {len(blank)} written answer{'s are' if len(blank) != 1 else ' is'} "
+                              f"still blank ({worth:g} point{'s' if worth != 1 else ''} graded by your instructor)"]
     return passed, lines + [ALL_PASS if passed else NOT_READY]
+
+
+def _blank_written_answers(nb_plan, assembly) -> list[tuple[str, float]]:
+    """The written answers (cells graded by hand) left as released, or missing: ``(grade id, points)``."""
+    from autograder.engine.answers import is_blank
+    from autograder.engine.plan import MANUAL
+
+    sources = {cell.key: cell.source for cell in assembly.cells if cell.kind == MANUAL}
+    return [(cell.key, cell.points) for cell in nb_plan.cells
+            if cell.kind == MANUAL and is_blank(sources.get(cell.key, cell.released), cell.released)]
 
 
 def _repaired_but_passing(repairs: int, assignment: str, notebook: str, root: Path) -> str:

@@ -363,16 +363,21 @@ def update_feedback(out_dir: Path | str, merged: list[GradeResult], manual: Manu
     Returns:
         How many pages were rewritten.
     """
-    from autograder.engine.feedback import INSTRUCTOR_BEGIN, rewrite_pages, with_instructor_section
+    from autograder.engine.feedback import INSTRUCTOR_BEGIN, rewrite_pages, with_hand_scores, with_instructor_section
 
     changed = 0
     for result in merged:
         scores = manual.get((result.learner, result.assignment), {}) if result.graded else {}
 
         def edit(page: str, relative: str) -> str | None:
+            notebook = Path(relative).stem
+            # the cells graded by hand, as they stand now (waiting, or the score given)
+            hand = {key.split(":", 1)[1]: points for key, points in result.cells.items()
+                    if key.split(":", 1)[0] == notebook and ":" in key} if result.graded else {}
+            page = with_hand_scores(page, hand) if "data-hand=" in page else page
             if not scores and INSTRUCTOR_BEGIN not in page:
-                return None
-            return with_instructor_section(page, instructor_section(result, scores, Path(relative).stem))
+                return page
+            return with_instructor_section(page, instructor_section(result, scores, notebook))
 
         changed += rewrite_pages(out_dir, result, edit)
     return changed
@@ -385,7 +390,7 @@ class HandScore:
     Attributes:
         points: the points.
         comment: the comment for the learner ("" for none).
-        answer: the digest of the answer that was graded (:func:`autograder.instructor.review.answer_digest`).
+        answer: the digest of the answer that was graded (:func:`autograder.engine.answers.answer_digest`).
     """
 
     points: float
@@ -485,8 +490,7 @@ def _current_answers_only(out_dir: Path, scores: ManualScores, results: list[Gra
     Returns:
         The scores kept, the ``(learner, assignment, key)`` set aside, and how many kept have no digest.
     """
-    from autograder.engine.answers import load_answers
-    from autograder.instructor.review import answer_digest
+    from autograder.engine.answers import answer_digest, load_answers
 
     by_pair = {(r.learner, r.assignment): r for r in results if r.graded}
     kept: ManualScores = {}

@@ -21,7 +21,6 @@ browser can read the answers or write scores. The page loads nothing from elsewh
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import secrets
@@ -36,7 +35,7 @@ from string import Template
 from autograder.core.errors import UsageError
 from autograder.core.files import REPO_ROOT
 from autograder.core.safe_output import content_security_policy
-from autograder.engine.answers import load_answers
+from autograder.engine.answers import answer_digest, is_blank, load_answers  # noqa: F401 - answer_digest is this module's too
 
 MAX_BODY = 64 * 1024
 MAX_COMMENT = 2000
@@ -84,11 +83,6 @@ class Question:
     entries: list[Entry] = field(default_factory=list)
 
 
-def answer_digest(text: str | None) -> str:
-    """A short digest of an answer, whitespace at its ends ignored."""
-    return hashlib.sha256((text or "").strip().encode("utf-8")).hexdigest()[:12]
-
-
 def split_solution(source: str) -> tuple[str, str]:
     """The model answer and the rubric of a hand-graded cell's instructor source.
 
@@ -110,13 +104,6 @@ def split_solution(source: str) -> tuple[str, str]:
     model = "\n".join(region[:cut]).strip()
     model = model.removeprefix("**Model answer.**").strip()
     return model, "\n".join(region[cut:]).strip()
-
-
-def is_blank(answer: str, released: str) -> bool:
-    """Whether ``answer`` adds nothing to the released cell (the stub ``YOUR ANSWER HERE`` left as it was)."""
-    from autograder.core.files import TEXT_STUB
-
-    return answer.replace(TEXT_STUB, "").strip() == released.replace(TEXT_STUB, "").strip()
 
 
 def load_questions(out_dir: Path | str, root: Path = REPO_ROOT) -> list[Question]:
