@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 import zipfile
 from dataclasses import asdict
@@ -356,6 +357,9 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
 
     async def one(index: int, submission: Submission, plan: AssignmentPlan, path: Path) -> None:
         slot = await slots.get()
+        if interrupted:                                # a slot that comes free after Ctrl-C starts nothing
+            slots.put_nowait(slot)
+            return
         workdir = tmp / "runs" / f"{index:05d}"
         try:
             result = await grade_submission(submission, plan, out_dir=out_dir, workdir=workdir,
@@ -368,14 +372,31 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
         results.append(result)
         bar.update()
 
+    # Ctrl-C cancels the batch and is remembered, so that it ends the run even where a cancellation is
+    # absorbed on its way (asyncio's own handler only cancels, and a batch that absorbed it ran on to the end).
+    interrupted: list[bool] = []
+    batch = asyncio.current_task()
+
+    def on_ctrl_c() -> None:
+        interrupted.append(True)
+        batch.cancel()
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, on_ctrl_c)
     try:
         plans = {id(plan): plan for _, plan, _ in pending}.values()
         await asyncio.gather(_preflight(plans, tmp / "preflight", limits), *(r.prepare() for r in referees))
         await asyncio.gather(*(one(i, *task) for i, task in enumerate(pending)))
+    except asyncio.CancelledError:
+        if not interrupted:
+            raise
     finally:
+        loop.remove_signal_handler(signal.SIGINT)
         bar.close()
         for referee in referees:
             await referee.close()
+    if interrupted:
+        raise KeyboardInterrupt
     return results
 
 
