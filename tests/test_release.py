@@ -194,9 +194,11 @@ def test_link_problems_catch_a_drift(tmp_path):
 
 
 def _upstream_oracle(text: str, ref: str) -> str:
-    """What repointing must make of ``text``: the upstream links this repository uses, literally replaced."""
-    for old, new in ((f"/{UPSTREAM}/blob/main/", f"/{FORK}/blob/{ref}/"),        # Colab and GitHub
-                     (f"github.com/{UPSTREAM}@main", f"github.com/{FORK}@{ref}"),
+    """What repointing must make of ``text``: the upstream links this repository uses, literally replaced
+    (they name upstream's release on a released tree, else its branch)."""
+    upstream_ref = repository_settings(REPO_ROOT).pinned.ref
+    for old, new in ((f"/{UPSTREAM}/blob/{upstream_ref}/", f"/{FORK}/blob/{ref}/"),        # Colab and GitHub
+                     (f"github.com/{UPSTREAM}@{upstream_ref}", f"github.com/{FORK}@{ref}"),
                      (f"github.com/{UPSTREAM}", f"github.com/{FORK}")):
         text = text.replace(old, new)
     return text
@@ -227,7 +229,9 @@ def fork(tmp_path_factory) -> Path:
     config = root / "_config.yml"
     text = config.read_text(encoding="utf-8")
     assert f"url: https://github.com/{UPSTREAM}\n" in text and "  branch: main\n" in text
-    config.write_text(text.replace(f"github.com/{UPSTREAM}", f"github.com/{FORK}")
+    forked = "".join(line for line in text.splitlines(keepends=True)
+                     if not line.lstrip().startswith("release:"))     # upstream's release is not the fork's
+    config.write_text(forked.replace(f"github.com/{UPSTREAM}", f"github.com/{FORK}")
                       .replace("  branch: main\n", f"  branch: {FORK_BRANCH}\n"), encoding="utf-8")
     return root
 
