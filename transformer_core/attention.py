@@ -224,13 +224,17 @@ def sliding_window_mask(n: int, window: int, *, device: torch.device | str | Non
     return causal & ~causal_mask(n, device=device).tril(diagonal=-window)
 
 
+def _broadcasts_to(shape: torch.Size, scores_shape: tuple[int, int, int, int]) -> bool:
+    """Whether a tensor of ``shape`` broadcasts to the scores' shape without changing it."""
+    try:
+        return torch.broadcast_shapes(tuple(shape), scores_shape) == torch.Size(scores_shape)
+    except RuntimeError:
+        return False
+
+
 def _check_mask_shape(mask: torch.Tensor, scores_shape: tuple[int, int, int, int]) -> None:
     """Refuse a mask that does not broadcast to the scores ``(B, n_heads, Tq, Tk)``, saying which shapes work."""
-    try:
-        fits = torch.broadcast_shapes(tuple(mask.shape), scores_shape) == torch.Size(scores_shape)
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not _broadcasts_to(mask.shape, scores_shape):
         batch, _, n_queries, n_keys = scores_shape
         raise ValueError(f"mask has shape {tuple(mask.shape)}, which does not broadcast to the scores (B, n_heads, "
                          f"Tq, Tk) = {scores_shape}; use (Tq, Tk) = ({n_queries}, {n_keys}) for one mask for the "
@@ -240,11 +244,7 @@ def _check_mask_shape(mask: torch.Tensor, scores_shape: tuple[int, int, int, int
 
 def _check_bias_shape(bias: torch.Tensor, scores_shape: tuple[int, int, int, int]) -> None:
     """Refuse an additive bias that does not broadcast to the scores ``(B, n_heads, Tq, Tk)``."""
-    try:
-        fits = torch.broadcast_shapes(tuple(bias.shape), scores_shape) == torch.Size(scores_shape)
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not _broadcasts_to(bias.shape, scores_shape):
         _, n_heads, n_queries, n_keys = scores_shape
         raise ValueError(f"bias has shape {tuple(bias.shape)}, which does not broadcast to the scores (B, n_heads, "
                          f"Tq, Tk) = {scores_shape}; give one score per head, query and key: (n_heads, Tq, Tk) = "
