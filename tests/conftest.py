@@ -54,3 +54,25 @@ def fake_main(monkeypatch, code: str):
     exec(code, main.__dict__)
     monkeypatch.setitem(sys.modules, "__main__", main)
     return main
+
+
+def in_process_referee(imports: list[str]):
+    """A referee whose kernel is the grading agent in this process (a fake notebook installed with
+    :func:`fake_main` plays the learner's namespace), started with the notebook's ``imports``."""
+    from autograder.engine.referee import Referee
+    from course_runtime import agent, remote
+
+    inbox: list[dict] = []
+
+    def send(message):
+        if message["type"] == "kernel":  # the kernel is another process: no session is active there
+            sessions = remote._current[:]
+            remote._current.clear()
+            try:
+                inbox.append({"type": "response", "text": agent.answer(message["request"])})
+            finally:
+                remote._current[:] = sessions
+
+    referee = Referee(lambda: inbox.pop(0), send)
+    referee.start(imports)
+    return referee

@@ -8,10 +8,10 @@ sandboxed kernels.
 import math
 
 import pytest
-from conftest import fake_main
+from conftest import fake_main, in_process_referee
 import torch
 
-from autograder.engine.referee import Referee, public_view
+from autograder.engine.referee import public_view
 from course_runtime import agent, remote, wire
 from course_runtime.testing import ShortcutError
 
@@ -95,21 +95,9 @@ layer = nn.Linear(3, 2, bias=False)
 def notebook(monkeypatch):
     """A fake learner notebook as ``__main__``, and a referee talking to it through the agent."""
     main = fake_main(monkeypatch, LEARNER_CODE)
-    inbox: list[dict] = []
-
-    def send(message):
-        if message["type"] == "kernel":  # the kernel is another process: no session is active there
-            sessions = remote._current[:]
-            remote._current.clear()
-            try:
-                inbox.append({"type": "response", "text": agent.answer(message["request"])})
-            finally:
-                remote._current[:] = sessions
-
-    referee = Referee(lambda: inbox.pop(0), send)
-    referee.start(["import torch", "import torch.nn as nn",
-                   "from course_runtime.testing import check_close, check_answer, forbid_shortcuts, "
-                   "standing_in, gradients, in_kernel, build"])
+    referee = in_process_referee(["import torch", "import torch.nn as nn",
+                                  "from course_runtime.testing import check_close, check_answer, forbid_shortcuts, "
+                                  "standing_in, gradients, in_kernel, build"])
     return referee, main
 
 

@@ -9,11 +9,11 @@ import asyncio
 import json
 
 import pytest
-from conftest import fake_main
+from conftest import fake_main, in_process_referee
 
 from autograder.engine.grade_one import refusal_flag
-from autograder.engine.referee import Referee, RefereeProcess
-from course_runtime import agent, remote
+from autograder.engine.referee import RefereeProcess
+from course_runtime import agent
 
 LEARNER_CODE = '''
 import torch
@@ -47,19 +47,7 @@ GUARDED = "with forbid_shortcuts('torch.softmax', 'torch.Tensor.softmax'):\n    
 def referee(monkeypatch):
     """A referee whose kernel is the grading agent in this process, with a fake notebook."""
     fake_main(monkeypatch, LEARNER_CODE)
-    inbox: list[dict] = []
-
-    def send(message):
-        if message["type"] == "kernel":
-            sessions = remote._current[:]
-            remote._current.clear()
-            try:
-                inbox.append({"type": "response", "text": agent.answer(message["request"])})
-            finally:
-                remote._current[:] = sessions
-
-    referee = Referee(lambda: inbox.pop(0), send)
-    referee.start(["import torch", "from course_runtime.testing import forbid_shortcuts"])
+    referee = in_process_referee(["import torch", "from course_runtime.testing import forbid_shortcuts"])
     yield referee
     agent.answer('{"op": "release"}')
 
