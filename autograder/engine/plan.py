@@ -295,7 +295,7 @@ def _load_folder(assignment: str, folder: Path, **options: bool) -> AssignmentPl
 
 def _free_code_cells(cells: list[dict]) -> list[dict]:
     return [c for c in cells if c.get("cell_type") == "code" and not c.get("metadata", {}).get("nbgrader")
-            and "demo" not in (c.get("metadata", {}).get("tags") or [])]
+            and DEMO_TAG not in (c.get("metadata", {}).get("tags") or [])]
 
 
 def _matched_sources(plan: NotebookPlan, shipped: dict) -> dict[str, str]:
