@@ -197,9 +197,14 @@ def test_kernel_processes_share_one_memory_limit_and_nothing_runs_past_the_deadl
                 assert (await kernel.run(RE_FORKER, 10)).ok
                 await asyncio.sleep(0.5)
                 await kernel.sweep()
-                await asyncio.sleep(0.2)
-                count = await kernel.run(LIVE_PROCESSES, 10)
-                assert count.outputs[0]["text"].strip() == "2", count.outputs     # the init and the kernel
+                # the init and the kernel; a killed process may take a moment to be gone on a busy machine,
+                # while a re-forking survivor would keep the count above 2 for good
+                for _ in range(25):
+                    await asyncio.sleep(0.2)
+                    count = await kernel.run(LIVE_PROCESSES, 10)
+                    if count.outputs[0]["text"].strip() == "2":
+                        break
+                assert count.outputs[0]["text"].strip() == "2", count.outputs
             assert (await kernel.run(SLOW_DEL, 10)).ok
             start = time.monotonic()
             outcome = await kernel.run("del slow", 60)       # the clean-up's own 60 s are cut to the deadline
