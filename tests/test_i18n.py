@@ -471,3 +471,21 @@ def test_widgets_named_later_progress_bars_and_the_setup_cell_are_chinese(monkey
     bar = tqdm(range(1), desc="train", file=io.StringIO())
     assert bar.desc.startswith("训练")
     bar.close()
+
+
+def test_the_chinese_setup_cell_switches_language_before_it_prints_and_comments_in_chinese():
+    """On Colab the device line is printed by the setup cell's first run: ``install`` must come before it (issue 29)."""
+    from autograder.course.notebooks import setup_cell_source
+
+    source = setup_cell_source(ROOT, "zh_CN")
+    assert source.index("install('zh_CN')") < source.index("print(describe_device(device))")
+    comments = [line.split("#", 1)[1] for line in source.splitlines() if "#" in line]
+    english_words = {word for c in comments for word in re.findall(r"[A-Za-z]+", c)}
+    assert comments and all(re.search(r"[\u4e00-\u9fff]", c) for c in comments)
+    assert english_words <= {"Colab", "GPU", "CPU"}, english_words
+    for path in sorted((ROOT / "zh").rglob("*.ipynb")):
+        if "_build" in path.parts:
+            continue
+        cells = json.loads(path.read_text("utf-8"))["cells"]
+        first_code = next(c for c in cells if c["cell_type"] == "code")
+        assert "".join(first_code["source"]) == source, path.relative_to(ROOT)

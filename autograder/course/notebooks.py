@@ -68,28 +68,35 @@ def setup_cell_source(root: Path = REPO_ROOT, language: str | None = None) -> st
 
     On Colab it installs the course library from the repository and ref (release, else branch)
     named in ``_config.yml``; everywhere it picks the device and prints what it found. In a notebook of
-    the Chinese edition (``language="zh_CN"``) it also switches test messages, figure text and widget
-    labels to Chinese (:func:`course_runtime.language.install`): the one line in which the two
-    editions' code differs.
+    the Chinese edition (``language="zh_CN"``) it first switches test messages, figure text and widget
+    labels to Chinese (:func:`course_runtime.language.install`), so the device line is Chinese too,
+    and its comments are Chinese: the one cell in which the two editions' code differs.
 
     Args:
         root: the repository root whose ``_config.yml`` names the repository and ref.
         language: the notebook's language (``metadata.course.language``); None or ``"en"``: English.
     """
     url, ref = repository_info(root)
-    source = (
-        "# Setup: on Colab, install the course library; everywhere, pick a device.\n"
-        "import sys\n"
-        'if "google.colab" in sys.modules:\n'
-        f'    %pip install --quiet "{PACKAGE_NAME} @ git+{url}@{ref}"\n'
-        "from course_runtime.device import describe_device, pick_device\n"
-        "device = pick_device()\n"
-        "print(describe_device(device))"
-    )
-    if language and language != "en":
-        source += (f"\nfrom course_runtime.language import install\n"
-                   f"install({language!r})  # 测试信息、图中文字和控件标签显示为中文")
-    return source
+    chinese = bool(language and language != "en")
+    install_line = f'    %pip install --quiet "{PACKAGE_NAME} @ git+{url}@{ref}"\n'
+    if not chinese:
+        return ("# Setup: on Colab, install the course library; everywhere, pick a device.\n"
+                "import sys\n"
+                'if "google.colab" in sys.modules:\n'
+                f"{install_line}"
+                "from course_runtime.device import describe_device, pick_device\n"
+                "device = pick_device()\n"
+                "print(describe_device(device))")
+    # The language first, so that everything the cell prints (the device line too) is Chinese.
+    return ("# 准备：在 Colab 上安装课程库，把输出切换为中文，再选择计算设备。\n"
+            "import sys\n"
+            'if "google.colab" in sys.modules:\n'
+            f"{install_line}"
+            "from course_runtime.language import install\n"
+            f"install({language!r})  # 测试信息、图中文字和控件标签显示为中文\n"
+            "from course_runtime.device import describe_device, pick_device\n"
+            "device = pick_device()  # 有 GPU 就用 GPU，否则用 CPU\n"
+            "print(describe_device(device))")
 
 
 def notebook_language(nb) -> str | None:
@@ -341,7 +348,8 @@ def dumps_normalized(nb: nbformat.NotebookNode) -> str:
     return nbformat.writes(normalize_notebook(nb), version=4) + "\n"
 
 
-SETUP_CELL_MARKER = "# Setup:"
+#: How a setup cell starts, in each edition (its first comment).
+SETUP_CELL_MARKERS = ("# Setup:", "# 准备：")
 
 
 def repoint_notebook(nb: nbformat.NotebookNode, root: Path = REPO_ROOT,
@@ -349,7 +357,7 @@ def repoint_notebook(nb: nbformat.NotebookNode, root: Path = REPO_ROOT,
     """Return a copy of ``nb`` whose setup cell and links to the repository follow ``_config.yml``.
 
     The first code cell is replaced by :func:`setup_cell_source` when it is a setup cell (its source
-    starts with ``# Setup:``); every cell then goes through :func:`rewrite_repository_links`, so the
+    starts with one of :data:`SETUP_CELL_MARKERS`); every cell then goes through :func:`rewrite_repository_links`, so the
     Colab badge, the closing "Open the exercise in Colab" link and any GitHub link open the
     configured repository at its pinned ref. Nothing else changes.
 
@@ -362,7 +370,7 @@ def repoint_notebook(nb: nbformat.NotebookNode, root: Path = REPO_ROOT,
     sources = course_repositories(root) if sources is None else sources
     pinned = repository_settings(root).pinned
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
-    if code and code[0].source.lstrip().startswith(SETUP_CELL_MARKER):
+    if code and code[0].source.lstrip().startswith(SETUP_CELL_MARKERS):
         code[0].source = setup_cell_source(root, notebook_language(nb))
     for cell in nb.cells:
         source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
