@@ -13,8 +13,9 @@ those are checked elsewhere. Objects that cannot travel as data (modules of the 
 methods, generators, ``nn.Parameter`` objects, which stay here so that in-place updates reach them)
 are kept in a table and sent as references; the table is emptied after each test (``release``).
 
-A request is JSON: ``{"op": ..., ...}`` with the ops ``lookup`` (a name of the notebook),
-``call``, ``getattr``, ``getitem``, ``iter``, ``len``, ``value`` (an object's data) and ``release``.
+A request is JSON: ``{"op": ..., ...}`` with the ops of :class:`course_runtime.wire.Op`: ``lookup`` (a
+name of the notebook), ``call``, ``getattr``, ``getitem``, ``iter``, ``len``, ``value`` (an object's data)
+and ``release``.
 A call may name a library callable (``{"$import": "torch.optim.SGD"}``), and its arguments may hold
 the public source of a test's helper function or class (``$code``, defined here with the notebook's
 globals), which is how a test hands the learner's code a callback or a stand-in.
@@ -46,6 +47,7 @@ from collections.abc import Iterator
 import torch
 
 from course_runtime import wire
+from course_runtime.wire import Op
 
 REQUEST_TYPE, REPLY_TYPE = "autograder_request", "autograder_reply"
 MAX_ERROR_CHARS = 2000
@@ -230,27 +232,27 @@ def _guarded() -> Iterator[None]:
 def _dispatch(request: dict) -> object:
     namespace = sys.modules["__main__"].__dict__
     op = request.get("op")
-    if op == "lookup":
+    if op == Op.LOOKUP:
         name = request["name"]
         if name not in namespace:
             raise NameError(f"name {name!r} is not defined in your notebook")
         return namespace[name]
-    if op == "call":
+    if op == Op.CALL:
         return _call(request)
-    if op == "release":
+    if op == Op.RELEASE:
         _objects.clear()  # under the guard still: dropping the learner's objects may run their __del__
         _definitions.clear()
         return None
     target = _resolve(request["target"])
-    if op == "getattr":
+    if op == Op.GETATTR:
         return getattr(target, request["name"])
-    if op == "getitem":
+    if op == Op.GETITEM:
         return target[wire.decode(request["key"], resolve=_resolve)]
-    if op == "iter":
+    if op == Op.ITER:
         return list(target)
-    if op == "len":
+    if op == Op.LEN:
         return len(target)
-    if op == "value":
+    if op == Op.VALUE:
         return _Data(target)
     raise ValueError(f"unknown request {op!r}")
 
@@ -321,7 +323,7 @@ def answer(request_text: str) -> str:
     except Exception as error:  # a malformed request, or a guard that cannot be set up (a test's typo)
         response = {"ok": False, "error": _describe(error)}
     finally:
-        if type(request) is dict and request.get("op") == "release":
+        if type(request) is dict and request.get("op") == Op.RELEASE:
             _guard.clear()
     return json.dumps(response, allow_nan=False, separators=(",", ":"))
 

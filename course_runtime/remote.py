@@ -104,16 +104,13 @@ class Session:
         self.guarded.clear()
         self.refused.clear()
 
-    def request(self, op: str, **fields) -> object:
+    def request(self, op: wire.Op, **fields) -> object:
         """Send one request; return the decoded value or raise the learner's error."""
-        import json
-
         self.requests += 1
-        message = {"op": op}
         sent: list[torch.Tensor] = []
-        for key, value in fields.items():
-            message[key] = self.encode(value, sent) if key in ("target", "args", "kwargs", "key") else value
-        text = self.transport(json.dumps(message, allow_nan=False, separators=(",", ":")))
+        encoded = {key: self.encode(value, sent) if key in ("target", "args", "kwargs", "key") else value
+                   for key, value in fields.items()}
+        text = self.transport(wire.request_text(op, **encoded))
         response = wire.parse(text)
         if type(response) is not dict or response.get("ok") not in (True, False):
             raise wire.WireError("the kernel's answer is not a response")
@@ -176,14 +173,14 @@ class Session:
 
     def lookup(self, name: str) -> object:
         """The value of a global name of the learner's notebook."""
-        return self.request("lookup", name=name)
+        return self.request(wire.Op.LOOKUP, name=name)
 
     def call(self, target: object, args: tuple, kwargs: dict) -> object:
         """Call ``target`` (a proxy, or ``{"$import": "torch.optim.SGD"}``) in the kernel, under the
         shortcut guards and stand-ins that are active in the referee."""
         for group in self.forbidden:
             self.guarded.update(dict.fromkeys(group["names"]))
-        return self.request("call", target=target, args=tuple(args), kwargs=dict(kwargs),
+        return self.request(wire.Op.CALL, target=target, args=tuple(args), kwargs=dict(kwargs),
                             grad=torch.is_grad_enabled(), forbid=list(self.forbidden),
                             stand_ins=dict(self.stand_ins))
 
@@ -316,7 +313,7 @@ class RemoteObject:
         data = self._fresh("data")
         if data is not None:
             return wire.decode(data)  # a new copy each time, as a request would give
-        return self._session.request("value", target=self)
+        return self._session.request(wire.Op.VALUE, target=self)
 
     @property
     def __class__(self) -> type:  # what isinstance() sees: the closest trusted class
@@ -334,7 +331,7 @@ class RemoteObject:
         attributes = self._fresh("attributes")
         if attributes is not None and type(name) is str and name in attributes:
             return wire.decode(attributes[name], resolve=object.__getattribute__(self, "_session")._proxy)
-        return self._session.request("getattr", target=self, name=name)
+        return self._session.request(wire.Op.GETATTR, target=self, name=name)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"cannot set `{name}` on an object of the learner's kernel from a test; "
@@ -344,16 +341,16 @@ class RemoteObject:
         return self._session.call(self, args, kwargs)
 
     def __getitem__(self, key: object) -> object:
-        return self._session.request("getitem", target=self, key=key)
+        return self._session.request(wire.Op.GETITEM, target=self, key=key)
 
     def __iter__(self) -> Iterator[object]:
-        return iter(self._session.request("iter", target=self))
+        return iter(self._session.request(wire.Op.ITER, target=self))
 
     def __len__(self) -> int:
         if object.__getattribute__(self, "_types")[:1] == ("builtins.generator",):
             # what the kernel would answer, without asking: list(module.parameters()) asks len() first
             raise TypeError("object of type 'generator' has no len()")
-        return self._session.request("len", target=self)
+        return self._session.request(wire.Op.LEN, target=self)
 
     def __repr__(self) -> str:
         return f"<the learner's {object.__getattribute__(self, '_types')[0]}>"

@@ -31,6 +31,7 @@ import binascii
 import json
 import math
 from collections.abc import Callable
+from enum import Enum
 
 import torch
 
@@ -44,6 +45,30 @@ DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)}
 _TAGS = ("$tensor", "$tuple", "$dict", "$size", "$dtype", "$device", "$float", "$complex", "$ref",
          "$module", "$code", "$build")
+
+
+class Op(str, Enum):
+    """The operation of a request to the grading agent in the kernel (:mod:`course_runtime.agent`):
+    ``{"op": ..., ...}``, sent by the referee's proxies (:mod:`course_runtime.remote`) and, for
+    ``release`` after each test, by the grader."""
+
+    LOOKUP = "lookup"      # a global name of the notebook
+    CALL = "call"          # call a target with arguments, under the test's guards and stand-ins
+    GETATTR = "getattr"
+    GETITEM = "getitem"
+    ITER = "iter"
+    LEN = "len"
+    VALUE = "value"        # an object's data, no references
+    RELEASE = "release"    # the end of a test: drop its objects and guards
+
+
+def request_text(op: Op, **fields: object) -> str:
+    """The JSON text of one request to the agent (``fields`` already encoded)."""
+    return json.dumps({"op": op.value, **fields}, allow_nan=False, separators=(",", ":"))
+
+
+#: What the grader sends the agent after every test cell.
+RELEASE_REQUEST = request_text(Op.RELEASE)
 
 
 class WireError(ValueError):

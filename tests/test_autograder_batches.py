@@ -18,7 +18,7 @@ from test_autograder_grading import ASSIGNMENT, GOOD_SCALE, GOOD_SOFTMAX, LIMITS
 
 from autograder.__main__ import main
 from autograder.core.errors import UsageError
-from autograder.core.outcomes import CellOutcome
+from autograder.core.outcomes import CellOutcome, Failure, Verdict
 from autograder.core.results import GradeResult, Status
 from autograder.engine.batch import merge_results, parse_shard, shard_of
 from autograder.engine.grade_one import _name_the_root_cause
@@ -157,14 +157,20 @@ def test_ctrl_c_saves_what_was_finished_says_so_briefly_and_resumes(course, tmp_
 
 def test_a_test_failing_on_a_missing_name_names_the_earlier_error_first():
     failed_import = "ModuleNotFoundError: No module named 'numpyy'"
-    missing = CellOutcome("error", "NameError: name 'softmax' is not defined in your notebook", exception="NameError")
+    missing = CellOutcome("error", "NameError: name 'softmax' is not defined in your notebook",
+                          verdict=Verdict(Failure.VISIBLE, "NameError", "name 'softmax' is not defined in your notebook"))
     assert _name_the_root_cause(missing, failed_import).reason.startswith(
         f"an earlier cell failed: {failed_import}; so this test fails with NameError")
     assert _name_the_root_cause(missing, None) == missing
-    wrong = CellOutcome("error", "AssertionError: softmax is wrong", exception="AssertionError")
+    wrong = CellOutcome("error", "AssertionError: softmax is wrong",
+                        verdict=Verdict(Failure.VISIBLE, "AssertionError", "softmax is wrong"))
     assert _name_the_root_cause(wrong, failed_import) == wrong
     # The referee's exception class decides, not the words: a message that starts with NameError is not one.
-    worded = CellOutcome("error", "NameError: said by an AssertionError", exception="AssertionError")
+    worded = CellOutcome("error", "NameError: said by an AssertionError",
+                         verdict=Verdict(Failure.VISIBLE, "AssertionError", "NameError: said by an AssertionError"))
+    assert _name_the_root_cause(worded, failed_import) == worded
+    # A NameError the grader's proxies raised in a hidden part is no missing name of the learner's.
+    worded = CellOutcome("error", "NameError: x", verdict=Verdict(Failure.TEST, "NameError", "x"))
     assert _name_the_root_cause(worded, failed_import) == worded
 
 

@@ -24,12 +24,13 @@ import nbformat
 import pytest
 
 from autograder.core.limits import Limits
-from autograder.core.outcomes import CellOutcome
+from autograder.core.outcomes import CellOutcome, Failure, Verdict
 from autograder.core.results import GradeResult, Status, write_grades_csv
 from autograder.core.safe_output import csv_text, from_spreadsheet_cell, safe_mathml, spreadsheet_cell
-from autograder.engine import disclosure, feedback
+from autograder.engine import disclosure, feedback, pages
 from autograder.engine.grade_one import run_notebook
 from autograder.engine.plan import FREE, TEST, RunCell
+from autograder.engine.referee import visible_failure
 from autograder.instructor import review, similarity
 from autograder.instructor.manual import HandScore, read_hand_scores, write_hand_scores
 
@@ -141,8 +142,10 @@ def test_mathml_keeps_the_math_and_escapes_everything_else():
 
 
 def test_the_status_and_similarity_pages_carry_the_policy():
-    assert_runs_no_script(feedback.status_page(student="<b>x</b>", assignment="a", status="unreadable notebook",
-                                                 kind=Status.UNREADABLE))
+    record = feedback.status_record(student="<b>x</b>", assignment="a", status="unreadable notebook <script>")
+    page = pages.render_page(record, GradeResult("<b>x</b>", "a", "unreadable notebook", kind=Status.UNREADABLE))
+    assert_runs_no_script(page)
+    assert "<b>x</b>" not in page and "&lt;script&gt;" in page
     assert_runs_no_script(similarity.render_html(similarity.Report([], {}, {}, [], 2, 0.1)))
 
 
@@ -168,7 +171,8 @@ class _Referee:
         pass
 
     async def run_test(self, source, kernel, timeout):
-        return CellOutcome(*self.verdicts.pop(0))
+        verdict = self.verdicts.pop(0)
+        return CellOutcome("error", verdict.text, verdict=verdict)
 
 
 class _Kernel:
@@ -195,10 +199,9 @@ def _test(source):
 
 def test_a_visible_failure_after_a_hidden_test_shows_no_text_of_the_learners_code():
     reasons = [r.reason for r in _graded(
-        [("error", "in a hidden test your code raised Leak_0_8125 (its message is not shown: it could carry the "
-                   "hidden test's data); the part's text and the visible tests name the cases to handle."),
-         ("error", f"ValueError: {SECRET}"),
-         ("error", f"AssertionError: got shape {SECRET}")],
+        [Verdict(Failure.HIDDEN_RAISED, "Leak_0_8125"),
+         visible_failure(ValueError(SECRET), VISIBLE_TEST),
+         visible_failure(AssertionError(f"got shape {SECRET}"), VISIBLE_TEST)],
         [_test(HIDDEN_TEST), _test(VISIBLE_TEST), _test(VISIBLE_TEST)])]
     assert not any("0.8125" in r or "77" in r or "Leak" in r for r in reasons), reasons
     assert disclosure.OWN_CLASS in reasons[0]
@@ -207,42 +210,52 @@ def test_a_visible_failure_after_a_hidden_test_shows_no_text_of_the_learners_cod
 
 
 def test_a_visible_failure_before_any_hidden_test_keeps_its_full_message():
-    [outcome] = _graded([("error", "AssertionError: got shape (3, 2)")], [_test(VISIBLE_TEST + "\n" + HIDDEN_TEST)])
+    source = VISIBLE_TEST + "\n" + HIDDEN_TEST
+    [outcome] = _graded([visible_failure(AssertionError("got shape (3, 2)"), source)], [_test(source)])
     assert outcome.reason == "AssertionError: got shape (3, 2)"
 
 
 def test_visible_code_after_a_hidden_region_in_the_same_cell_is_cut():
     source = HIDDEN_TEST + "\n" + VISIBLE_TEST
-    [outcome] = _graded([("error", f"ValueError: {SECRET}")], [_test(source)])
+    [outcome] = _graded([visible_failure(ValueError(SECRET), source)], [_test(source)])
     assert SECRET not in outcome.reason and outcome.reason.startswith("ValueError")
 
 
 def test_an_own_cell_after_hidden_tests_names_no_class_of_its_own():
     own = RunCell(FREE, None, "code", "boom()", "boom()", 0.0, "yours")
-    outcomes = _graded([("error", "in a hidden test your code raised ValueError (its message is not shown)")],
-                       [_test(HIDDEN_TEST), own], kernel=_Kernel("Recorded_0_8125: x"))
+    outcomes = _graded([Verdict(Failure.HIDDEN_RAISED, "ValueError")], [_test(HIDDEN_TEST), own],
+                       kernel=_Kernel("Recorded_0_8125: x"))
     assert "0_8125" not in outcomes[1].reason and disclosure.OWN_CLASS in outcomes[1].reason
 
 
-@pytest.mark.parametrize("reason, kept", [
-    ("your code ran longer than 10 s and was interrupted", "your code ran longer than 10 s and was interrupted"),
-    ("your code did not answer: the grading agent in your kernel did not answer (it sent 'leak 77')",
+@pytest.mark.parametrize("verdict, kept", [
+    (Verdict(Failure.KERNEL, message="your code ran longer than 10 s and was interrupted",
+             words="your code ran longer than 10 s and was interrupted"),
+     "your code ran longer than 10 s and was interrupted"),
+    (Verdict(Failure.KERNEL, message="your code did not answer: the grading agent in your kernel did not answer "
+                                     "(it sent 'leak 77')",
+             words="your code did not answer: the grading agent in your kernel did not answer"),
      "your code did not answer: the grading agent in your kernel did not answer"),
-    ("a hidden check raised Leak77: `q` is not correct",
+    (Verdict(Failure.KERNEL, message="the kernel's answer could not be read: leak 77",
+             words="the kernel's answer could not be read"), "the kernel's answer could not be read"),
+    (Verdict(Failure.KERNEL, message="the kernel was stopped: leak 77"), f"this test failed ({disclosure.NOT_SHOWN})"),
+    (Verdict(Failure.HIDDEN_CHECK, "Leak77", words="`q` is not correct"),
      f"a hidden check raised {disclosure.OWN_CLASS}: `q` is not correct"),
-    ("a hidden check failed: got …, expected …", "a hidden check failed: got …, expected …"),
+    (Verdict(Failure.HIDDEN_CHECK, words="got …, expected …"), "a hidden check failed: got …, expected …"),
 ])
-def test_the_graders_own_words_are_kept_without_what_the_kernel_added(reason, kept):
-    assert disclosure.shown_test_reason(reason, VISIBLE_TEST, after_hidden=True) == kept
+def test_the_graders_own_words_are_kept_without_what_the_kernel_added(verdict, kept):
+    assert disclosure.shown_test_reason(verdict, after_hidden=True) == kept
 
 
 def test_a_hint_is_kept_only_when_the_visible_test_holds_it_whole():
     source = "check_close(attention(q), ref, name=f'attention of shape {s}', hint='scale by sqrt(d)')"
-    shown = disclosure.shown_test_reason("AssertionError: `attention of shape (2,)` has 77\nHint: scale by sqrt(d)",
-                                         source, after_hidden=True)
+    verdict = visible_failure(AssertionError("`attention of shape (2,)` has 77\nHint: scale by sqrt(d)"), source)
+    shown = disclosure.shown_test_reason(verdict, after_hidden=True)
     assert shown.startswith("AssertionError: `attention of shape …` is not correct")
     assert shown.endswith("\nHint: scale by sqrt(d)")
-    assert "Hint" not in disclosure.shown_test_reason("AssertionError: x\nHint: s", source, after_hidden=True)
+    forged = visible_failure(AssertionError("x\nHint: s"), source)
+    assert "Hint" not in disclosure.shown_test_reason(forged, after_hidden=True)
+    assert disclosure.shown_test_reason(forged, after_hidden=False) == "AssertionError: x\nHint: s"
 
 
 # --- Large submissions --------------------------------------------------------------------------

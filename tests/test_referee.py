@@ -5,12 +5,16 @@ with a fake notebook namespace as ``__main__``; the grading tests run the same c
 sandboxed kernels.
 """
 
+import json
 import math
 
 import pytest
 from conftest import fake_main, in_process_referee
 import torch
 
+from autograder.core.outcomes import CellOutcome, Failure, Verdict
+from autograder.engine.grade_one import in_learners_language
+from autograder.engine.plan import TEST, RunCell
 from autograder.engine.referee import public_view
 from course_runtime import agent, remote, wire
 from course_runtime.testing import ShortcutError
@@ -103,29 +107,29 @@ def notebook(monkeypatch):
 
 def test_verdicts_come_from_the_values_the_learner_returns(notebook):
     referee, _ = notebook
-    assert referee.run_test("x = torch.ones(3)\ncheck_close(double(x), 2 * x)") == (True, "")
-    ok, reason = referee.run_test("x = torch.ones(3)\ncheck_close(wrong_double(x), 2 * x, name='y')")
-    assert not ok and "`y` has the wrong values" in reason
-    assert referee.run_test("check_answer(answer_q1, 'b', name='answer_q1')") == (True, "")
+    assert referee.run_test("x = torch.ones(3)\ncheck_close(double(x), 2 * x)") is None
+    reason = referee.run_test("x = torch.ones(3)\ncheck_close(wrong_double(x), 2 * x, name='y')").text
+    assert "`y` has the wrong values" in reason
+    assert referee.run_test("check_answer(answer_q1, 'b', name='answer_q1')") is None
 
 
 def test_learner_errors_keep_their_type_and_in_place_changes_come_back(notebook):
     referee, _ = notebook
     assert referee.run_test(
         "try:\n    explode(torch.ones(1))\nexcept ValueError as e:\n    assert 'learner says no' in str(e)\n"
-        "else:\n    raise AssertionError('no error')") == (True, "")
+        "else:\n    raise AssertionError('no error')") is None
     assert referee.run_test(
-        "x = torch.ones(2)\nscale_in_place(x)\nassert torch.equal(x, torch.full((2,), 10.0))") == (True, "")
+        "x = torch.ones(2)\nscale_in_place(x)\nassert torch.equal(x, torch.full((2,), 10.0))") is None
 
 
 def test_shortcut_guards_and_stand_ins_apply_in_the_kernel(notebook):
     referee, main = notebook
-    ok, reason = referee.run_test(
-        "with forbid_shortcuts('torch.softmax'):\n    softmax_shortcut(torch.ones(2))")
-    assert not ok and reason.startswith("ShortcutError") and "implement this yourself" in reason
+    reason = referee.run_test(
+        "with forbid_shortcuts('torch.softmax'):\n    softmax_shortcut(torch.ones(2))").text
+    assert reason.startswith("ShortcutError") and "implement this yourself" in reason
     source = "def _ref_helper(x):\n    return x - 1\n\nwith standing_in(helper=_ref_helper):\n" \
              "    check_close(call_helper(torch.ones(2)), torch.zeros(2))\nassert call_helper(torch.ones(1)).item() == 2"
-    assert referee.run_test(source) == (True, "")
+    assert referee.run_test(source) is None
     assert main.helper(torch.ones(1)).item() == 2  # restored
 
 
@@ -134,10 +138,10 @@ def test_code_from_hidden_tests_never_goes_to_the_kernel(notebook):
     hidden = ("x = 1\n### BEGIN HIDDEN TESTS\ndef _secret(x):\n    return x * 2\n"
               "apply(_secret, torch.ones(1))\n### END HIDDEN TESTS")
     assert "_secret" not in public_view(hidden) and public_view(hidden).count("\n") == hidden.count("\n")
-    ok, reason = referee.run_test(hidden)
-    assert not ok and "visible part" in reason
+    reason = referee.run_test(hidden).text
+    assert "visible part" in reason
     visible = "def _public(x):\n    return x * 2\n\nassert apply(_public, torch.ones(1)).item() == 2"
-    assert referee.run_test(visible) == (True, "")
+    assert referee.run_test(visible) is None
 
 
 def test_modules_of_the_learner_work_through_proxies(notebook):
@@ -155,7 +159,7 @@ state = layer.state_dict()                          # an OrderedDict comes back 
 assert type(state) is dict and torch.equal(state["weight"], torch.ones(2, 3))
 layer.load_state_dict({"weight": 2 * state["weight"]})
 """
-    assert referee.run_test(source) == (True, "")
+    assert referee.run_test(source) is None
     assert torch.equal(main.layer.weight.detach(), torch.full((2, 3), 2.0))
 
 
@@ -167,16 +171,16 @@ def test_a_test_cannot_swallow_a_lost_kernel(notebook):
             referee.receive = lambda: {"type": "unavailable", "reason": "the kernel was stopped: too much output"}
 
     referee.send = lost
-    ok, reason = referee.run_test("try:\n    double(torch.ones(1))\nexcept Exception:\n    pass")
-    assert not ok and reason == "the kernel was stopped: too much output"
+    reason = referee.run_test("try:\n    double(torch.ones(1))\nexcept Exception:\n    pass").text
+    assert reason == "the kernel was stopped: too much output"
 
 
 def test_builtins_are_not_looked_up_and_learner_modules_are_not_trusted(notebook):
     referee, main = notebook
     main.math = torch  # a learner who rebinds a module name gets nothing from it
-    ok, reason = referee.run_test("math.sqrt(4)")
-    assert not ok and "NameError" in reason
-    assert referee.run_test("assert len([1, 2]) == 2 and isinstance(3, int)") == (True, "")
+    reason = referee.run_test("math.sqrt(4)").text
+    assert "NameError" in reason
+    assert referee.run_test("assert len([1, 2]) == 2 and isinstance(3, int)") is None
 
 
 def test_errors_map_to_builtin_types_and_shortcuts():
@@ -195,31 +199,67 @@ def _hidden(code: str) -> str:
 
 def test_a_failing_hidden_check_shows_its_written_words_but_no_value_or_argument(notebook):
     referee, _ = notebook
-    ok, reason = referee.run_test(_hidden(
+    reason = referee.run_test(_hidden(
         "x = torch.full((7, 3), 0.123456)\n"
         "check_close(wrong_double(x), 2 * x, name=f'double(x of shape {tuple(x.shape)})', "
-        "hint='multiply by two, not three')"))
-    assert not ok
+        "hint='multiply by two, not three')")).text
     assert reason == "a hidden check failed: `double(x of shape …)` is not correct\nHint: multiply by two, not three"
-    ok, reason = referee.run_test(_hidden("n, m = 577, 576\nassert wrong_double(torch.ones(1)).item() == 2, f'got {n}, expected {m}'"))
-    assert not ok and reason == "a hidden check failed: got …, expected …"
+    reason = referee.run_test(_hidden("n, m = 577, 576\nassert wrong_double(torch.ones(1)).item() == 2, f'got {n}, expected {m}'")).text
+    assert reason == "a hidden check failed: got …, expected …"
 
 
 def test_a_learners_exception_in_a_hidden_test_is_named_by_its_type_only(notebook):
     referee, main = notebook
     main.explode = lambda x: (_ for _ in ()).throw(ValueError(f"recorded {x.tolist()}"))
-    ok, reason = referee.run_test(_hidden("explode(torch.tensor([3.25, 4.5]))"))
-    assert not ok and reason.startswith("in a hidden test your code raised ValueError")
+    reason = referee.run_test(_hidden("explode(torch.tensor([3.25, 4.5]))")).text
+    assert reason.startswith("in a hidden test your code raised ValueError")
     assert "3.25" not in reason and "recorded" not in reason
 
 
 def test_visible_failures_keep_their_full_message(notebook):
     referee, _ = notebook
-    ok, reason = referee.run_test("n = 577\nassert wrong_double(torch.ones(1)).item() == 2, f'got {n}, expected 576'")
-    assert not ok and "got 577, expected 576" in reason
+    reason = referee.run_test("n = 577\nassert wrong_double(torch.ones(1)).item() == 2, f'got {n}, expected 576'").text
+    assert "got 577, expected 576" in reason
 
 
 def test_a_switched_off_call_in_a_hidden_test_says_so_without_the_kernels_text(notebook):
     referee, _ = notebook
-    ok, reason = referee.run_test(_hidden("with forbid_shortcuts('torch.softmax'):\n    softmax_shortcut(torch.ones(2))"))
-    assert not ok and reason.startswith("implement this yourself: in a hidden test")
+    reason = referee.run_test(_hidden("with forbid_shortcuts('torch.softmax'):\n    softmax_shortcut(torch.ones(2))")).text
+    assert reason.startswith("implement this yourself: in a hidden test")
+
+
+# --- the verdict as fields, and in the learner's language ---------------------------------------
+
+
+def test_a_visible_failure_comes_back_as_fields_with_its_hint_apart(notebook):
+    referee, _ = notebook
+    verdict = referee.run_test("x = torch.ones(3)\n"
+                               "check_close(wrong_double(x), 2 * x, name=f'y of {3}', hint='multiply by two')")
+    assert (verdict.failure, verdict.exception) == (Failure.VISIBLE, "AssertionError")
+    assert verdict.message.startswith("`y of 3` has the wrong values") and "Hint" not in verdict.message
+    assert (verdict.hint, verdict.hint_written, verdict.words) == ("multiply by two", True, "`y of …` is not correct")
+    assert verdict.text == f"AssertionError: {verdict.message}\nHint: multiply by two"
+    assert Verdict.from_json(json.loads(json.dumps(verdict.to_json())), 4000) == verdict
+    # An author's message with a hint line is known without it; a hint the test does not hold whole is
+    # no author's hint.
+    verdict = referee.run_test("raise ValueError(f'bad {2}\\nHint: made up')")
+    assert (verdict.words, verdict.hint, verdict.hint_written) == ("bad …", "made up", False)
+
+
+def _chinese_outcome(verdict: Verdict) -> str:
+    notebook = {"metadata": {"course": {"language": "zh_CN"}}, "cells": []}
+    cell = RunCell(TEST, "t", "code", "", "", 1.0, "course")
+    [outcome] = in_learners_language([cell], [CellOutcome("error", verdict.text, verdict=verdict)], notebook)
+    return outcome.reason
+
+
+def test_a_chinese_learner_reads_a_visible_failure_from_its_fields():
+    # check_close's message, whose entry has no exception name in front; then its hint on its own line
+    message = ("`weights` has the wrong values: 1 of 4 entries differ from the reference by more than the tolerance "
+               "(atol=1e-05, rtol=0.0001).\nThe largest difference is 1 at index (0, 1): you returned 2, expected 1.")
+    shown = _chinese_outcome(Verdict(Failure.VISIBLE, "AssertionError", message, hint="an unknown hint"))
+    assert shown.startswith("AssertionError: `weights` 的数值不对：") and shown.endswith("\n提示：an unknown hint")
+    # an entry written with the hint line in it (issue 29: it never matched, the line was cut off first)
+    message = "causal_mask(4) is wrong at [0, 1]: it says True, expected False."
+    shown = _chinese_outcome(Verdict(Failure.VISIBLE, "AssertionError", message, hint="mask the future"))
+    assert shown == "AssertionError: causal_mask(4) 在 [0, 1] 处有误：值为 True，应为 False。\n提示：mask the future"

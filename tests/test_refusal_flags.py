@@ -13,7 +13,7 @@ from conftest import fake_main, in_process_referee
 
 from autograder.engine.grade_one import refusal_flag
 from autograder.engine.referee import RefereeProcess
-from course_runtime import agent
+from course_runtime import agent, wire
 
 LEARNER_CODE = '''
 import torch
@@ -49,32 +49,30 @@ def referee(monkeypatch):
     fake_main(monkeypatch, LEARNER_CODE)
     referee = in_process_referee(["import torch", "from course_runtime.testing import forbid_shortcuts"])
     yield referee
-    agent.answer('{"op": "release"}')
+    agent.answer(wire.RELEASE_REQUEST)
 
 
 def test_a_refused_built_in_is_recorded_with_the_tests_switched_off_names(referee):
-    ok, _ = referee.run_test(GUARDED.format(call="delegated_softmax"))
-    assert not ok
+    assert referee.run_test(GUARDED.format(call="delegated_softmax")) is not None
     assert list(referee.session.refused) == ["torch.softmax", "torch.Tensor.softmax"]
 
 
 @pytest.mark.parametrize("call", ["own_softmax", "caught_and_retried"])
 def test_code_that_reaches_no_switched_off_built_in_in_the_referee_is_not_recorded(referee, call):
-    ok, reason = referee.run_test(GUARDED.format(call=call))
-    assert ok, reason
+    verdict = referee.run_test(GUARDED.format(call=call))
+    assert verdict is None, verdict
     assert not referee.session.refused
 
 
 def test_a_shortcut_error_raised_with_no_guard_on_is_the_learners_own_and_not_recorded(referee):
-    ok, _ = referee.run_test("forged(torch.ones(2))")
-    assert not ok and not referee.session.refused
+    assert referee.run_test("forged(torch.ones(2))") is not None and not referee.session.refused
 
 
 def test_each_test_cell_starts_with_no_refusal(referee):
     referee.run_test(GUARDED.format(call="delegated_softmax"))
     assert referee.session.refused
-    ok, reason = referee.run_test(GUARDED.format(call="own_softmax"))
-    assert ok, reason
+    verdict = referee.run_test(GUARDED.format(call="own_softmax"))
+    assert verdict is None, verdict
     assert not referee.session.refused and list(referee.session.guarded) == ["torch.softmax", "torch.Tensor.softmax"]
 
 
@@ -95,11 +93,12 @@ def test_the_verdicts_refused_names_reach_the_cells_outcome(monkeypatch):
         pass
 
     monkeypatch.setattr(process, "_send", send)
-    process.process = type("P", (), {"stdout": _Pipe({"type": "verdict", "ok": False, "reason": "ShortcutError",
+    process.process = type("P", (), {"stdout": _Pipe({"type": "verdict", "ok": False,
+                                                      "verdict": {"failure": "visible", "exception": "ShortcutError"},
                                                       "refused": ["torch.softmax"]})})()
     outcome = asyncio.run(process.run_test("x", kernel=None, timeout=5))
     assert (outcome.status, outcome.refused) == ("error", ("torch.softmax",))
-    process.process = type("P", (), {"stdout": _Pipe({"type": "verdict", "ok": True, "reason": ""})})()
+    process.process = type("P", (), {"stdout": _Pipe({"type": "verdict", "ok": True})})()
     outcome = asyncio.run(process.run_test("x", kernel=None, timeout=5))
     assert (outcome.status, outcome.refused) == ("ok", ())
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from autograder.core.files import NotebookError, clean_text, read_notebook
 from autograder.core.limits import Limits
+from autograder.core.outcomes import HINT_LINE, Failure
 from autograder.core.results import GRADED, GradeResult, Status, feedback_folder, one_line, path_name, write_atomically
 from autograder.engine.answers import save_answers
 from autograder.engine.disclosure import after_hidden_cell, runs_after_hidden_code, shown_test_reason
@@ -24,9 +25,9 @@ from autograder.engine.mounts import kernel_library
 from autograder.engine.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
 from autograder.engine.policy import enforce
 from autograder.engine.submissions import Submission
-from course_runtime.language import notebook_language, translate_message
+from course_runtime.language import notebook_language, translate, translate_message
+from course_runtime.wire import RELEASE_REQUEST
 
-RELEASE_REQUEST = '{"op": "release"}'
 GUARD_TIMEOUT_S = 30.0
 # After a cell fails, drop the references Python and IPython keep to its traceback, so that memory
 # a failed cell allocated (e.g. a memory bomb's) is freed before the next cell runs.
@@ -84,10 +85,9 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
                     await kernel.ask(RELEASE_REQUEST, GUARD_TIMEOUT_S)
                 except AgentError:
                     pass  # the learner's code replaced the agent; only their own memory suffers
-                if outcome.status == "error":
+                if outcome.verdict is not None:
                     after_hidden = hidden_ran or runs_after_hidden_code(cell.source)
-                    outcome = replace(outcome, reason=shown_test_reason(outcome.reason, cell.source,
-                                                                        after_hidden=after_hidden))
+                    outcome = replace(outcome, reason=shown_test_reason(outcome.verdict, after_hidden=after_hidden))
                 hidden_ran = hidden_ran or HIDDEN_BEGIN in cell.source
             else:
                 outcome = await kernel.run(cell.source, min(limits.cell_timeout, remaining))
@@ -110,7 +110,9 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
 def _name_the_root_cause(outcome, first_failure: str | None):
     """A test that fails because a name is missing, after an earlier cell raised (an import that
     failed, a class that did not compile), says the earlier error first: that is what to fix."""
-    if outcome.ok or first_failure is None or outcome.exception != "NameError":
+    verdict = outcome.verdict
+    if (first_failure is None or verdict is None or verdict.failure is not Failure.VISIBLE
+            or verdict.exception != "NameError"):
         return outcome
     return replace(outcome, reason=f"an earlier cell failed: {one_line(first_failure, 200)}; "
                                    f"so this test fails with {outcome.reason}")
@@ -290,11 +292,34 @@ def write_status_page(out_dir: Path, submission: Submission, result: GradeResult
 
 def in_learners_language(cells, outcomes: list, notebook) -> list:
     """The tests' verdicts in the language of the learner's notebook (the Chinese edition's messages
-    come from ``course_runtime``'s catalogue; English ones are kept as they are)."""
+    come from ``course_runtime``'s catalogue; English ones are kept as they are). A visible test's
+    failure shown in full is translated from its verdict's fields: the message and its hint, without
+    the exception's name in front, which no catalogue entry has."""
     language = notebook_language(notebook) if notebook is not None else "en"
-    return [replace(outcome, reason=translate_message(outcome.reason, language))
+    return [replace(outcome, reason=_in_language(outcome, language))
             if outcome is not None and cell.kind == TEST and outcome.reason else outcome
             for cell, outcome in zip(cells, outcomes)]
+
+
+def _in_language(outcome, language: str) -> str:
+    """What a failed test says, in ``language`` (see :func:`in_learners_language`)."""
+    verdict = outcome.verdict
+    if verdict is None or verdict.failure not in (Failure.VISIBLE, Failure.TEST) or outcome.reason != verdict.text:
+        return _translated(outcome.reason, language)
+    said = verdict.message + ("" if verdict.hint is None else HINT_LINE + verdict.hint)
+    return f"{verdict.exception}: {_translated(said, language)}" if said else verdict.exception
+
+
+def _translated(text: str, language: str) -> str:
+    """``text`` in ``language``: where it ends with a hint line, the catalogue's entry for the whole
+    message with that line (written from a test cell that puts the hint into its own message) when one
+    translates the line too; else the message and its hint line each on their own
+    (:func:`course_runtime.language.translate_message`)."""
+    if HINT_LINE in text:
+        whole = translate(text, "messages", language)
+        if HINT_LINE not in whole:
+            return whole
+    return translate_message(text, language)
 
 
 def _notebook_grade_ids(nb) -> set[str]:

@@ -10,22 +10,27 @@ only way to earn a test's points is to make the kernel return the right values. 
 code travels to the kernel: only names, data and the public stand-ins of
 :func:`course_runtime.testing.standing_in`.
 
-The grader and the referee talk over the referee's stdin and stdout, one JSON object per line:
+The grader and the referee talk over the referee's stdin and stdout, one JSON object per line, whose
+``"type"`` is a :class:`Message`:
 
 ========================================= =========================================================
 grader -> referee                          referee -> grader
 ========================================= =========================================================
 ``{"type": "start", "prelude": [...]}``   ``{"type": "ready"}`` (the notebook's imports are done)
 ``{"type": "test", "source": ...}``       ``{"type": "kernel", "request": ...}`` (any number), then
-                                          ``{"type": "verdict", "ok": ..., "reason": ..., "exception": ...,
+                                          ``{"type": "verdict", "ok": ..., "verdict": ...,
                                           "refused": [...]}``
 ``{"type": "response", "text": ...}`` or  (the kernel's answer to the last request, or why there is
-``{"type": "unavailable", "reason": ...}`` none)
+``{"type": "unavailable", "reason": ...,  none: ``words`` are the grader's own words in ``reason``,
+"words": ...}``                           which hold nothing the kernel sent)
 ========================================= =========================================================
 
-``refused`` lists the names switched off by the guards under which the kernel refused a built-in during
-the test (:attr:`course_runtime.remote.Session.refused`), for the instructor's flags; ``exception`` is
-the class name of the exception a visible part of the test raised, or "" (:attr:`Referee.exception`).
+``verdict`` is a failed test's :class:`autograder.core.outcomes.Verdict` as JSON (absent when it passed):
+how it failed, the exception's class, the message and its hint as separate fields, and the author's
+words that a message is (:class:`AuthorsWords`), so that what feedback may show is decided on fields
+(:mod:`autograder.engine.disclosure`). ``refused`` lists the names switched off by the guards under which
+the kernel refused a built-in during the test (:attr:`course_runtime.remote.Session.refused`), for the
+instructor's flags.
 
 Whatever a test prints is discarded: feedback is built from verdicts only. :class:`RefereeProcess`
 is the grader's end: one referee per job slot, reused for every notebook that slot grades.
@@ -41,14 +46,37 @@ import json
 import linecache
 import os
 import sys
+import re
 import time
+from enum import Enum
 from pathlib import Path
 
+from autograder.core.outcomes import HINT_LINE, Failure, Verdict
 from course_runtime import remote, wire
 from course_runtime.errors import ShortcutError
 
 HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 MAX_REASON_CHARS = 4000
+
+
+class Message(str, Enum):
+    """The ``"type"`` of a message between the grader and the referee (see the module's docstring)."""
+
+    START = "start"
+    READY = "ready"
+    TEST = "test"
+    KERNEL = "kernel"
+    VERDICT = "verdict"
+    RESPONSE = "response"
+    UNAVAILABLE = "unavailable"
+
+
+class KernelGone(remote.KernelUnavailable):
+    """The kernel cannot answer; ``words`` are the grader's own words in the reason (None: there are none)."""
+
+    def __init__(self, reason: str, words: str | None) -> None:
+        super().__init__(reason)
+        self.words = words
 
 
 class Namespace(dict):
@@ -174,13 +202,13 @@ def _written_words(statement: ast.stmt | None) -> tuple[str | None, str | None]:
     return words, hint
 
 
-def hidden_failure(error: BaseException, source: str, lines: list[int]) -> str:
-    """What feedback says when a hidden part of a test fails: the author's written words only.
+def hidden_failure(error: BaseException, source: str, lines: list[int]) -> Verdict:
+    """The verdict on a hidden part of a test that failed: the author's written words only.
 
     The message a check built (expected values, the hidden call's arguments) and the text of an
     exception the learner's code raised (it may carry data recorded from hidden calls) stay here.
-    What is shown: the kind of failure and the literal parts of the failing check's message and hint
-    (``check_close(..., name=f"q of shape {s}", hint="...")`` -> "`q of shape …` is not correct"),
+    What the verdict holds: the kind of failure and the literal parts of the failing check's message and
+    hint (``check_close(..., name=f"q of shape {s}", hint="...")`` -> "`q of shape …` is not correct"),
     taken from the innermost statement of the cell that has them.
 
     Args:
@@ -190,16 +218,11 @@ def hidden_failure(error: BaseException, source: str, lines: list[int]) -> str:
     """
     learner = error if isinstance(error, remote.LearnerError) else error.__context__
     if isinstance(learner, ShortcutError):       # the kernel's guard (its text is the learner's to forge)
-        return ("implement this yourself: in a hidden test your code called a function this part switches off "
-                "(`python -m autograder policy` and the visible tests name them).")
-    if isinstance(learner, remote.LearnerError):
-        kind = (learner.types or (type(learner).__name__,))[0]
-        text = (f"in a hidden test your code raised {kind} (its message is not shown: it could carry the "
-                "hidden test's data); the part's text and the visible tests name the cases to handle")
-        hint = str(error).rpartition("\nHint: ")[2] if "\nHint: " in str(error) else ""
-        return text + "." + (f"\nHint: {hint}" if hint and hint in source else "")
+        return Verdict(Failure.HIDDEN_SHORTCUT)
+    if isinstance(learner, remote.LearnerError):  # no hint: one chosen by the learner's code could carry data
+        return Verdict(Failure.HIDDEN_RAISED, (learner.types or (type(learner).__name__,))[0])
     if not isinstance(error, AssertionError) and _raised_by_the_grader(error):
-        return describe(error)                  # a mistake in the test itself, worded by the grader
+        return visible_failure(error, source, Failure.TEST)   # a mistake in the test itself
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -208,8 +231,84 @@ def hidden_failure(error: BaseException, source: str, lines: list[int]) -> str:
     for line in lines:
         found_words, found_hint = _written_words(_statement_at(tree, line))
         words, hint = words or found_words, hint or found_hint
-    kind = "a hidden check failed" if isinstance(error, AssertionError) else f"a hidden check raised {type(error).__name__}"
-    return (f"{kind}: {words}" if words else kind) + (f"\nHint: {hint}" if hint else "")
+    exception = "" if isinstance(error, AssertionError) else type(error).__name__
+    return Verdict(Failure.HIDDEN_CHECK, exception, words=words, hint=hint)
+
+
+def visible_failure(error: BaseException, source: str, failure: Failure = Failure.VISIBLE) -> Verdict:
+    """The verdict on an exception a test cell raised outside its hidden parts (``failure`` is
+    ``Failure.TEST`` for the grader's refusal of a hidden part): its class, its message and its hint
+    line apart, and the words of the cell's visible part (:class:`AuthorsWords`) that the message is.
+
+    Args:
+        error: what the test raised.
+        source: the test cell's source.
+        failure: how the test failed.
+
+    Example:
+        >>> visible_failure(AssertionError("got 3\\nHint: scale"), "assert y == 2, f'got {y}'").words
+        'got …'
+    """
+    try:
+        text = str(error)
+    except Exception:
+        text = ""
+    message, has_hint, hint = text.partition(HINT_LINE)
+    words = AuthorsWords(public_view(source))
+    return Verdict(failure, type(error).__name__, message[:MAX_REASON_CHARS],
+                   hint=hint[:MAX_REASON_CHARS] if has_hint else None, words=words.words_for(message),
+                   hint_written=bool(has_hint) and hint in words.literals)
+
+
+class AuthorsWords:
+    """The words a test's author wrote in the visible part of a test cell: the templates of its
+    ``assert`` and ``raise`` messages, the ``name=`` of each check it calls, and every whole string
+    literal (the hints a message may end with).
+
+    Args:
+        public: the test cell's source with its hidden lines blanked (:func:`public_view`).
+    """
+
+    def __init__(self, public: str) -> None:
+        self.messages: list[tuple[re.Pattern, str]] = []     # (what a whole message matches, the words)
+        self.names: list[tuple[re.Pattern, str]] = []        # (what a check's message starts with, the words)
+        self.literals: set[str] = set()
+        try:
+            tree = ast.parse(public)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                self.literals.add(node.value)
+            elif isinstance(node, ast.Assert):
+                self._message(_written_text(node.msg))
+            elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                self._message(_written_text(node.exc.args[0]))
+            elif isinstance(node, ast.Call):
+                name = next((_written_text(k.value) for k in node.keywords if k.arg == "name"), None)
+                if name and name.strip("…"):
+                    self.names.append((re.compile(f"`{_template_pattern(name)}`"), f"`{name}` is not correct"))
+
+    def _message(self, template: str | None) -> None:
+        template = (template or "").partition(HINT_LINE)[0]    # a failure's message comes without its hint
+        if template.strip("…"):
+            self.messages.append((re.compile(_template_pattern(template), re.DOTALL), template))
+
+    def words_for(self, message: str) -> str | None:
+        """The author's words for a failure whose text is ``message``: the template of the ``assert``
+        or ``raise`` message it is, else the check named where it starts; None when none fits."""
+        for pattern, words in self.messages:
+            if pattern.fullmatch(message):
+                return words
+        for pattern, words in self.names:
+            if pattern.match(message):
+                return words
+        return None
+
+
+def _template_pattern(template: str) -> str:
+    """A regular expression for the texts ``template`` (a message with ``…`` for computed parts) stands for."""
+    return ".*?".join(re.escape(piece) for piece in template.split("…"))
 
 
 class Referee:
@@ -221,7 +320,6 @@ class Referee:
         self.namespace: Namespace | None = None
         self.cells = 0
         self.public: dict[str, str] = {}  # test cell file name -> its source without hidden lines
-        self.exception = ""  # the class name of the exception the last test's visible part raised, or ""
 
     def public_definition(self, value: object) -> dict:
         """The source of a top-level ``def`` or ``class`` of the visible part of a test cell."""
@@ -236,11 +334,13 @@ class Referee:
                          "part of a test cell to be sent to the learner's kernel")
 
     def _transport(self, request: str) -> str:
-        self.send({"type": "kernel", "request": request})
+        self.send({"type": Message.KERNEL, "request": request})
         message = self.receive()
-        if message.get("type") == "response" and type(message.get("text")) is str:
+        if message.get("type") == Message.RESPONSE and type(message.get("text")) is str:
             return message["text"]
-        raise remote.KernelUnavailable(str(message.get("reason") or "the kernel did not answer"))
+        words = message.get("words")
+        raise KernelGone(str(message.get("reason") or "the kernel did not answer"),
+                         words if type(words) is str else None)
 
     def start(self, prelude: list[str]) -> None:
         for filename in self.public:
@@ -251,8 +351,8 @@ class Referee:
             exec(compile(statement, "<notebook imports>", "exec"), base)
         self.namespace = Namespace(self.session, base)
 
-    def run_test(self, source: str) -> tuple[bool, str]:
-        """Run one test cell; return (passed, reason)."""
+    def run_test(self, source: str) -> Verdict | None:
+        """Run one test cell; return the verdict on its failure, or None when it passed."""
         self.cells += 1
         filename = f"<test cell {self.cells}>"
         public = public_view(source)
@@ -260,21 +360,20 @@ class Referee:
         self.public[filename] = public
         self.namespace.forget_fetched()
         self.session.begin_test()
-        self.exception = ""
         try:
             with remote.active(self.session):
                 exec(compile(source, filename, "exec"), self.namespace)
         except remote.KernelUnavailable as error:
-            return False, str(error)
+            return Verdict(Failure.KERNEL, message=str(error), words=getattr(error, "words", None))
         except Exception as error:
             lines = self._hidden_lines(error, filename, source)
             if lines is not None:
-                return False, hidden_failure(error, source, lines)
+                return hidden_failure(error, source, lines)
             if isinstance(error, wire.WireError):
-                return False, f"the kernel's answer could not be read: {error}"
-            self.exception = type(error).__name__
-            return False, describe(error)
-        return True, ""
+                unread = "the kernel's answer could not be read"
+                return Verdict(Failure.KERNEL, message=f"{unread}: {error}", words=unread)
+            return visible_failure(error, source)
+        return None
 
     @staticmethod
     def _hidden_lines(error: BaseException, filename: str, source: str) -> list[int] | None:
@@ -298,6 +397,17 @@ VERDICT_GRACE_S = 5.0
 
 class RefereeError(Exception):
     """The referee itself failed (not the learner's code); the submission should be graded again."""
+
+
+def _no_answer(error, timeout: float) -> dict:
+    """The ``reason`` and ``words`` of an ``unavailable`` message for a request the agent did not answer
+    (:class:`autograder.engine.runner.AgentError`): past the time limit, or an answer that is not the
+    agent's (what the kernel sent instead follows the grader's words in the error's text)."""
+    if error.timed_out:
+        reason = f"your code ran longer than {timeout:g} s and was interrupted"
+        return {"reason": reason, "words": reason}
+    return {"reason": f"your code did not answer: {error}",
+            "words": "your code did not answer: the grading agent in your kernel did not answer"}
 
 
 class RefereeProcess:
@@ -361,7 +471,7 @@ class RefereeProcess:
     async def start_notebook(self, prelude: list[str], timeout: float = 120.0) -> None:
         """Begin a notebook: a fresh namespace holding the instructor's imports."""
         try:
-            await self._send({"type": "start", "prelude": prelude})
+            await self._send({"type": Message.START, "prelude": prelude})
             reply = await self._receive(timeout)
         except (asyncio.TimeoutError, OSError) as error:
             await self.close()
@@ -370,8 +480,9 @@ class RefereeProcess:
             raise RefereeError(f"the notebook's imports failed in the referee: {reply['error']}")
 
     async def run_test(self, source: str, kernel, timeout: float):
-        """Run one test cell against ``kernel``; return its :class:`autograder.engine.runner.CellOutcome`
-        (``refused``: the names switched off by the guards under which the kernel refused a built-in).
+        """Run one test cell against ``kernel``; return its :class:`autograder.core.outcomes.CellOutcome`
+        (``refused``: the names switched off by the guards under which the kernel refused a built-in;
+        ``verdict``: the referee's :class:`autograder.core.outcomes.Verdict` on a failure).
 
         Raises:
             KernelStopped: the kernel died during the test (the test has failed).
@@ -381,7 +492,7 @@ class RefereeProcess:
         from autograder.engine.runner import AgentError, KernelStopped
 
         deadline = time.monotonic() + timeout
-        await self._send({"type": "test", "source": source})
+        await self._send({"type": Message.TEST, "source": source})
         stopped: KernelStopped | None = None
         while True:
             remaining = deadline - time.monotonic()
@@ -390,30 +501,38 @@ class RefereeProcess:
             except asyncio.TimeoutError:
                 await self.close()
                 return CellOutcome("timeout", f"the test ran longer than {timeout:g} s and was stopped")
-            if message.get("type") == "verdict":
+            if message.get("type") == Message.VERDICT:
                 if stopped is not None:
                     raise stopped
-                refused = tuple(str(name)[:200] for name in message.get("refused") or ())
-                if message.get("ok"):
-                    return CellOutcome("ok", refused=refused)
-                return CellOutcome("error", str(message.get("reason", ""))[:MAX_REASON_CHARS], refused=refused,
-                                   exception=str(message.get("exception") or "")[:MAX_REASON_CHARS])
-            if message.get("type") != "kernel":
+                return await self._outcome(message)
+            if message.get("type") != Message.KERNEL:
                 await self.close()
                 raise RefereeError(f"the referee sent an unexpected message {str(message)[:80]}")
             if stopped is not None:
-                await self._send({"type": "unavailable", "reason": str(stopped)})
+                await self._send({"type": Message.UNAVAILABLE, "reason": str(stopped)})
                 continue
             try:
                 answer = await kernel.ask(message["request"], max(remaining, 0.001))
-                await self._send({"type": "response", "text": answer})
+                await self._send({"type": Message.RESPONSE, "text": answer})
             except AgentError as error:
-                reason = (f"your code ran longer than {timeout:g} s and was interrupted" if error.timed_out
-                          else f"your code did not answer: {error}")
-                await self._send({"type": "unavailable", "reason": reason})
+                await self._send({"type": Message.UNAVAILABLE, **_no_answer(error, timeout)})
             except KernelStopped as error:
                 stopped = error
-                await self._send({"type": "unavailable", "reason": str(error)})
+                await self._send({"type": Message.UNAVAILABLE, "reason": str(error)})
+
+    async def _outcome(self, message: dict):
+        """The cell's outcome from the referee's verdict message."""
+        from autograder.core.outcomes import CellOutcome
+
+        refused = tuple(str(name)[:200] for name in message.get("refused") or ())
+        if message.get("ok"):
+            return CellOutcome("ok", refused=refused)
+        try:
+            verdict = Verdict.from_json(message.get("verdict"), MAX_REASON_CHARS)
+        except ValueError:
+            await self.close()
+            raise RefereeError(f"the referee sent a malformed verdict {str(message)[:80]}") from None
+        return CellOutcome("error", verdict.text[:MAX_REASON_CHARS], refused=refused, verdict=verdict)
 
     async def close(self) -> None:
         """Stop the process (a later call starts a new one)."""
@@ -443,16 +562,16 @@ def main() -> None:
         sys.stdout.seek(0)
         sys.stdout.truncate()
         message = receive()
-        if message["type"] == "start":
+        if message["type"] == Message.START:
             try:
                 referee.start(message["prelude"])
-                send({"type": "ready"})
+                send({"type": Message.READY})
             except Exception as error:
-                send({"type": "ready", "error": describe(error)})
-        elif message["type"] == "test":
-            ok, reason = referee.run_test(message["source"])
-            send({"type": "verdict", "ok": ok, "reason": reason, "exception": referee.exception,
-                  "refused": list(referee.session.refused)})
+                send({"type": Message.READY, "error": describe(error)})
+        elif message["type"] == Message.TEST:
+            verdict = referee.run_test(message["source"])
+            send({"type": Message.VERDICT, "ok": verdict is None, "refused": list(referee.session.refused),
+                  **({"verdict": verdict.to_json()} if verdict else {})})
 
 
 if __name__ == "__main__":
