@@ -4,7 +4,9 @@ A batch of learners of ``02-self-attention`` is stored as the grader stores it (
 with two honest learners who wrote genuinely different correct code (checked against torch), one who
 copied the first with renamed variables and other comments, one who pasted the published solution
 and one who pasted the course library's attention. The report must name the copies and leave the
-honest pair alone, and it must never touch a score.
+honest pair alone, and it must never touch a score. Learners of 09 and 04 who typed what the hints spell
+out or what the chapter shows are not near-copies of the solution (issue 31), one who pasted it is; the
+side-by-side view fits a 1280-pixel window (issue 30).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.core.results import GradeResult, Status, load_results, result_path, write_atomically
 from autograder.engine.answers import load_answers, save_answers
 from autograder.engine.plan import assemble, load_plan
-from autograder.instructor.similarity import (SOLUTION, THRESHOLD, build_report, chosen_names, fingerprint_work,
-                                   load_library, normalised_tokens, similarity_report, winnow)
+from autograder.instructor.similarity import (SOLUTION, THRESHOLD, build_report, chosen_names, code_in_text,
+                                              fingerprint_work, load_library, normalised_tokens, similarity_report,
+                                              winnow)
+from test_review import browser  # noqa: F401 - the headless Chromium fixture
 
 ASSIGNMENT = "02-self-attention"
 NOTEBOOK = "self_attention"
@@ -142,27 +146,28 @@ LIBRARY_PASTER = {
 }
 
 
-def _solution_sources() -> dict[str, str]:
-    nb = read_notebook(REPO_ROOT / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+def _solution_sources(assignment: str = ASSIGNMENT, notebook: str = NOTEBOOK) -> dict[str, str]:
+    nb = read_notebook(REPO_ROOT / "solutions" / assignment / f"{notebook}.ipynb")
     return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
             if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"}
 
 
-def store_graded(out, learner: str, sources: dict[str, str]) -> GradeResult:
-    """Store ``learner``'s submission of 02 as the grader does: the released exercise with ``sources``
-    typed into its solution cells, rebuilt on the plan; a graded result and its answers."""
-    plan = load_plan(ASSIGNMENT, REPO_ROOT)
-    nb = read_notebook(REPO_ROOT / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+def store_graded(out, learner: str, sources: dict[str, str], assignment: str = ASSIGNMENT,
+                 notebook: str = NOTEBOOK) -> GradeResult:
+    """Store ``learner``'s submission of ``assignment`` as the grader does: the released exercise with
+    ``sources`` typed into its solution cells, rebuilt on the plan; a graded result and its answers."""
+    plan = load_plan(assignment, REPO_ROOT)
+    nb = read_notebook(REPO_ROOT / "exercises" / assignment / f"{notebook}.ipynb")
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id in sources:
             cell.source = sources[grade_id]
-    assembly = assemble(plan.notebooks[NOTEBOOK], nb)
-    result = GradeResult(learner, ASSIGNMENT, "graded", kind=Status.GRADED, score=5.0, max_score=15.0,
-                         cells={f"{NOTEBOOK}:test_attention": 3.0}, cell_max_scores={f"{NOTEBOOK}:test_attention": 3.0},
+    assembly = assemble(plan.notebooks[notebook], nb)
+    result = GradeResult(learner, assignment, "graded", kind=Status.GRADED, score=5.0, max_score=15.0,
+                         cells={f"{notebook}:test_attention": 3.0}, cell_max_scores={f"{notebook}:test_attention": 3.0},
                          fingerprint=f"fp-{learner}")
-    write_atomically(result_path(out, learner, ASSIGNMENT), json.dumps(dataclasses.asdict(result)).encode())
-    save_answers(out, learner, ASSIGNMENT, {NOTEBOOK: assembly}, result.fingerprint)
+    write_atomically(result_path(out, learner, assignment), json.dumps(dataclasses.asdict(result)).encode())
+    save_answers(out, learner, assignment, {notebook: assembly}, result.fingerprint)
     return result
 
 
@@ -313,3 +318,461 @@ def test_a_class_of_300_is_compared_through_the_index():
     pairs = {(m.learner, m.other) for m in report.matches if m.kind == "learner"}
     copies = [f"learner{i:03d}" for i in range(8)]
     assert {(a, b) for i, a in enumerate(copies) for b in copies[i + 1:]} <= pairs
+
+
+# --- Issue 31: code the hints spell out, or the chapter shows, counts as given ---------------------
+#
+# Learners of 09 and 04 who wrote their own code. HINTS_09 follows Part C's and E's hints line by line
+# and the formulas of Part D (before the given code was left out it stood at 56% against the published
+# solution, online softmax and sliding-window mask at 100%, as in issue 31); HINTS_04 types split, merge
+# and MultiHeadAttention as chapter 4 shows them (53%). The others solve each part in a style of their own.
+
+HONEST_09_A = {
+    "attention_cost": '''def attention_cost(n_queries, n_keys, head_dim, n_heads=1, bytes_per_element=4):
+    qk = n_queries * n_keys * head_dim          # multiply-adds of Q K^T
+    pv = n_queries * n_keys * head_dim          # and of P V
+    flops = 2 * (qk + pv) * n_heads
+    tensors = [n_queries * head_dim, n_keys * head_dim, n_keys * head_dim,
+               n_queries * n_keys, n_queries * n_keys, n_queries * head_dim]
+    return {"flops": flops, "memory_bytes": sum(tensors) * n_heads * bytes_per_element}
+''',
+    "transformer_parameter_count": '''def transformer_parameter_count(d_model, n_heads, d_ff, n_encoder_layers, n_decoder_layers,
+                                vocab_size, share_source_target=True):
+    def linear(a, b):
+        return a * b + b
+    attn = 4 * linear(d_model, d_model)
+    ff = linear(d_model, d_ff) + linear(d_ff, d_model)
+    ln = 2 * d_model
+    enc = n_encoder_layers * (attn + ff + 2 * ln)
+    dec = n_decoder_layers * (2 * attn + ff + 3 * ln)
+    emb = vocab_size * d_model
+    if not share_source_target:
+        emb *= 2
+    return enc + dec + emb
+''',
+    "online_softmax": '''def online_softmax(scores, block_size):
+    n = scores.shape[-1]
+    running_m = torch.full(scores.shape[:-1], -math.inf, dtype=scores.dtype, device=scores.device)
+    running_l = torch.zeros(scores.shape[:-1], dtype=scores.dtype, device=scores.device)
+    ms, ls = [], []
+    for start in range(0, n, block_size):
+        chunk = scores[..., start:start + block_size]
+        new_m = torch.maximum(running_m, chunk.amax(dim=-1))
+        running_l = running_l * torch.exp(running_m - new_m) + torch.exp(chunk - new_m.unsqueeze(-1)).sum(dim=-1)
+        running_m = new_m
+        ms.append(running_m)
+        ls.append(running_l)
+    p = torch.exp(scores - running_m.unsqueeze(-1)) / running_l.unsqueeze(-1)
+    return p, torch.stack(ms, dim=-1), torch.stack(ls, dim=-1)
+''',
+    "blockwise_attention": '''def blockwise_attention(q, k, v, block_size):
+    d = q.shape[-1]
+    n_k = k.shape[-2]
+    m = torch.full(q.shape[:-1] + (1,), -math.inf, dtype=q.dtype, device=q.device)
+    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype, device=q.device)
+    acc = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
+    for start in range(0, n_k, block_size):
+        kb = k[..., start:start + block_size, :]
+        vb = v[..., start:start + block_size, :]
+        s = q @ kb.transpose(-2, -1) / math.sqrt(d)
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        scale = torch.exp(m - m_new)
+        e = torch.exp(s - m_new)
+        l = l * scale + e.sum(dim=-1, keepdim=True)
+        acc = acc * scale + e @ vb
+        m = m_new
+    return acc / l
+''',
+    "sliding_window_mask": '''def sliding_window_mask(n, window, dilation=1):
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    offset = i - j
+    causal = offset >= 0
+    on_grid = offset % dilation == 0
+    near = offset <= (window - 1) * dilation
+    return causal & on_grid & near
+''',
+}
+HONEST_09_B = {
+    "attention_cost": '''def attention_cost(n_queries, n_keys, head_dim, n_heads=1, bytes_per_element=4):
+    per_head_macs = 2 * n_queries * n_keys * head_dim
+    shapes = {"Q": (n_queries, head_dim), "K": (n_keys, head_dim), "V": (n_keys, head_dim),
+              "S": (n_queries, n_keys), "P": (n_queries, n_keys), "O": (n_queries, head_dim)}
+    elements = sum(rows * cols for rows, cols in shapes.values())
+    return dict(flops=int(2 * per_head_macs * n_heads), memory_bytes=int(elements * n_heads * bytes_per_element))
+''',
+    "transformer_parameter_count": '''def transformer_parameter_count(d_model, n_heads, d_ff, n_encoder_layers, n_decoder_layers,
+                                vocab_size, share_source_target=True):
+    d = d_model
+    total = 0
+    for _ in range(n_encoder_layers):
+        total += 4 * d * d + 4 * d            # attention with biases
+        total += 2 * d * d_ff + d_ff + d      # feed-forward
+        total += 2 * (2 * d)                  # two LayerNorms
+    for _ in range(n_decoder_layers):
+        total += 2 * (4 * d * d + 4 * d)
+        total += 2 * d * d_ff + d_ff + d
+        total += 3 * (2 * d)
+    tables = 1 if share_source_target else 2
+    return total + tables * vocab_size * d
+''',
+    "online_softmax": '''def online_softmax(scores, block_size):
+    """Read the row block by block."""
+    lead = scores.shape[:-1]
+    best = scores.new_full(lead, float("-inf"))
+    norm = scores.new_zeros(lead)
+    history_max, history_sum = [], []
+    pos = 0
+    while pos < scores.shape[-1]:
+        piece = scores[..., pos:pos + block_size]
+        pos += block_size
+        updated = torch.where(piece.amax(-1) > best, piece.amax(-1), best)
+        norm = norm * (best - updated).exp() + (piece - updated[..., None]).exp().sum(-1)
+        best = updated
+        history_max.append(best.clone())
+        history_sum.append(norm.clone())
+    out = (scores - best[..., None]).exp() / norm[..., None]
+    return out, torch.stack(history_max, -1), torch.stack(history_sum, -1)
+''',
+    "blockwise_attention": '''def blockwise_attention(q, k, v, block_size):
+    """FlashAttention-style forward pass."""
+    inv = q.shape[-1] ** -0.5
+    top = None
+    denom = None
+    numer = None
+    for begin in range(0, k.shape[-2], block_size):
+        end = min(begin + block_size, k.shape[-2])
+        logits = torch.einsum("...qd,...kd->...qk", q, k[..., begin:end, :]) * inv
+        block_top = logits.amax(-1, keepdim=True)
+        if top is None:
+            top = block_top
+            w = (logits - top).exp()
+            denom = w.sum(-1, keepdim=True)
+            numer = torch.einsum("...qk,...kd->...qd", w, v[..., begin:end, :])
+            continue
+        new_top = torch.maximum(top, block_top)
+        shrink = (top - new_top).exp()
+        w = (logits - new_top).exp()
+        denom = shrink * denom + w.sum(-1, keepdim=True)
+        numer = shrink * numer + torch.einsum("...qk,...kd->...qd", w, v[..., begin:end, :])
+        top = new_top
+    return numer / denom
+''',
+    "sliding_window_mask": '''def sliding_window_mask(n, window, dilation=1):
+    mask = torch.zeros(n, n, dtype=torch.bool)
+    for query in range(n):
+        for step in range(window):
+            key = query - step * dilation
+            if key < 0:
+                break
+            mask[query, key] = True
+    return mask
+''',
+}
+HINTS_09 = {
+    "attention_cost": '''def attention_cost(n_queries, n_keys, head_dim, n_heads=1, bytes_per_element=4):
+    qk = n_queries * n_keys * head_dim          # multiply-adds of Q K^T
+    pv = n_queries * head_dim * n_keys          # multiply-adds of P V
+    flops = 2 * (qk + pv) * n_heads
+    numbers = 2 * n_queries * head_dim + 2 * n_keys * head_dim + 2 * n_queries * n_keys
+    return {"flops": flops, "memory_bytes": numbers * n_heads * bytes_per_element}
+''',
+    "transformer_parameter_count": '''def transformer_parameter_count(d_model, n_heads, d_ff, n_encoder_layers, n_decoder_layers,
+                                vocab_size, share_source_target=True):
+    d = d_model
+    attention = 4 * d * d + 4 * d
+    ffn = d * d_ff + d_ff + d_ff * d + d
+    norm = 2 * d
+    encoder_layer = attention + ffn + 2 * norm
+    decoder_layer = 2 * attention + ffn + 3 * norm
+    embeddings = vocab_size * d if share_source_target else 2 * vocab_size * d
+    return n_encoder_layers * encoder_layer + n_decoder_layers * decoder_layer + embeddings
+''',
+    "online_softmax": '''def online_softmax(scores, block_size):
+    n = scores.shape[-1]
+    m = torch.full(scores.shape[:-1], float("-inf"), dtype=scores.dtype, device=scores.device)
+    l = torch.zeros(scores.shape[:-1], dtype=scores.dtype, device=scores.device)
+    max_list, sum_list = [], []
+    for start in range(0, n, block_size):
+        block = scores[..., start:start + block_size]
+        m_new = torch.maximum(m, block.amax(dim=-1))
+        l = l * torch.exp(m - m_new) + torch.exp(block - m_new[..., None]).sum(dim=-1)
+        m = m_new
+        max_list.append(m)
+        sum_list.append(l)
+    probs = torch.exp(scores - m[..., None]) / l[..., None]
+    return probs, torch.stack(max_list, dim=-1), torch.stack(sum_list, dim=-1)
+''',
+    "blockwise_attention": '''def blockwise_attention(q, k, v, block_size):
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)
+    l = torch.zeros((*q.shape[:-1], 1), dtype=q.dtype, device=q.device)
+    o = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)
+    for start in range(0, k.shape[-2], block_size):
+        k_b = k[..., start:start + block_size, :]
+        v_b = v[..., start:start + block_size, :]
+        s = q @ k_b.transpose(-2, -1) * scale
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        p = torch.exp(s - m_new)
+        l = l * torch.exp(m - m_new) + p.sum(dim=-1, keepdim=True)
+        o = o * torch.exp(m - m_new) + p @ v_b
+        m = m_new
+    return o / l
+''',
+    "sliding_window_mask": '''def sliding_window_mask(n, window, dilation=1):
+    offsets = torch.arange(n)[:, None] - torch.arange(n)[None, :]
+    return (offsets >= 0) & (offsets % dilation == 0) & (offsets <= (window - 1) * dilation)
+''',
+}
+HONEST_04_A = {
+    "split_heads": '''def split_heads(x, n_heads):
+    b, t, d = x.shape
+    x = x.reshape(b, t, n_heads, d // n_heads)
+    return x.permute(0, 2, 1, 3)
+''',
+    "merge_heads": '''def merge_heads(x):
+    b, h, t, dk = x.shape
+    return x.permute(0, 2, 1, 3).reshape(b, t, h * dk)
+''',
+    "multi_head_attention": '''class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, context=None, mask=None):
+        kv_input = context if context is not None else x
+        queries = split_heads(self.q_proj(x), self.n_heads)
+        keys = split_heads(self.k_proj(kv_input), self.n_heads)
+        values = split_heads(self.v_proj(kv_input), self.n_heads)
+        logits = torch.matmul(queries, keys.transpose(-1, -2)) / self.head_dim ** 0.5
+        if mask is not None:
+            logits = logits.masked_fill(mask == False, float("-inf"))
+        attn = torch.softmax(logits, dim=-1)
+        heads = torch.matmul(attn, values)
+        return self.out_proj(merge_heads(heads)), attn
+''',
+    "attention_parameter_count": '''def attention_parameter_count(d_model, n_heads, n_kv_heads=None, bias=True):
+    if n_kv_heads is None:
+        n_kv_heads = n_heads
+    head = d_model // n_heads
+    q_and_out = 2 * (d_model * d_model + (d_model if bias else 0))
+    k_and_v = 2 * (d_model * n_kv_heads * head + (n_kv_heads * head if bias else 0))
+    return q_and_out + k_and_v
+''',
+}
+HONEST_04_B = {
+    "split_heads": '''def split_heads(x, n_heads):
+    return torch.stack(x.chunk(n_heads, dim=-1), dim=1)
+''',
+    "merge_heads": '''def merge_heads(x):
+    return torch.cat(x.unbind(dim=1), dim=-1)
+''',
+    "multi_head_attention": '''class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        assert_divisible = d_model % n_heads
+        if assert_divisible:
+            raise ValueError("d_model must be a multiple of n_heads")
+        self.d_model, self.n_heads = d_model, n_heads
+        self.head_dim = d_model // n_heads
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            setattr(self, name, nn.Linear(d_model, d_model, bias=bias))
+
+    def _heads(self, t):
+        return split_heads(t, self.n_heads)
+
+    def forward(self, x, context=None, mask=None):
+        memory = x if context is None else context
+        q = self._heads(self.q_proj(x)) / math.sqrt(self.head_dim)
+        k, v = self._heads(self.k_proj(memory)), self._heads(self.v_proj(memory))
+        s = torch.einsum("bhqd,bhkd->bhqk", q, k)
+        if mask is not None:
+            s = torch.where(mask, s, torch.full_like(s, float("-inf")))
+        w = torch.softmax(s, -1)
+        o = torch.einsum("bhqk,bhkd->bhqd", w, v)
+        return self.out_proj(merge_heads(o)), w
+''',
+    "attention_parameter_count": '''def attention_parameter_count(d_model, n_heads, n_kv_heads=None, bias=True):
+    kv = n_heads if n_kv_heads is None else n_kv_heads
+    kv_width = kv * d_model // n_heads
+    shapes = [(d_model, d_model), (d_model, kv_width), (d_model, kv_width), (d_model, d_model)]
+    return sum(i * o + (o if bias else 0) for i, o in shapes)
+''',
+}
+HINTS_04 = {
+    "split_heads": '''def split_heads(x, n_heads):
+    batch, n_tokens, width = x.shape
+    return x.view(batch, n_tokens, n_heads, width // n_heads).transpose(1, 2)
+''',
+    "merge_heads": '''def merge_heads(x):
+    batch, n_heads, n_tokens, head_dim = x.shape
+    return x.transpose(1, 2).reshape(batch, n_tokens, n_heads * head_dim)
+''',
+    "multi_head_attention": '''class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, x, context=None, mask=None):
+        source = x if context is None else context
+        q = split_heads(self.q_proj(x), self.n_heads)
+        k = split_heads(self.k_proj(source), self.n_heads)
+        v = split_heads(self.v_proj(source), self.n_heads)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        out = merge_heads(weights @ v)
+        return self.out_proj(out), weights
+''',
+    "attention_parameter_count": '''def attention_parameter_count(d_model, n_heads, n_kv_heads=None, bias=True):
+    n_kv_heads = n_kv_heads or n_heads
+    kv_dim = n_kv_heads * (d_model // n_heads)
+    total = 2 * d_model * d_model + 2 * d_model * kv_dim
+    if bias:
+        total += 2 * d_model + 2 * kv_dim
+    return total
+''',
+}
+
+
+@pytest.mark.parametrize("learner", [HONEST_09_A, HONEST_09_B, HINTS_09])
+def test_the_honest_09_learners_wrote_working_code(learner):
+    """Each part against an independent reference: closed forms, torch's softmax and attention, the
+    real model's parameter count, the mask by its definition."""
+    from transformer_core.complexity import transformer_base_config
+    from transformer_core.models import EncoderDecoderModel
+
+    ns = _namespace(learner)
+    assert ns["attention_cost"](5, 7, 4, 3, 2) == {"flops": 4 * 3 * 5 * 7 * 4,
+                                                   "memory_bytes": 2 * 3 * (2 * 5 * 4 + 2 * 7 * 4 + 2 * 5 * 7)}
+    for share in (True, False):
+        with torch.device("meta"):
+            model = EncoderDecoderModel(transformer_base_config(d_model=16, n_heads=2, d_ff=24, n_encoder_layers=2,
+                                                                n_decoder_layers=3, vocab_size=50))
+        if share:
+            model.src_embeddings.token.weight = model.tgt_embeddings.token.weight
+        assert ns["transformer_parameter_count"](16, 2, 24, 2, 3, 50, share) == sum(p.numel() for p in model.parameters())
+    torch.manual_seed(0)
+    scores = torch.randn(2, 3, 10, dtype=torch.float64)
+    probs, running_max, running_sum = ns["online_softmax"](scores, 4)
+    torch.testing.assert_close(probs, torch.softmax(scores, -1))
+    torch.testing.assert_close(running_max, torch.stack([scores[..., :e].amax(-1) for e in (4, 8, 10)], -1))
+    torch.testing.assert_close(running_sum[..., -1], torch.exp(scores - scores.amax(-1, keepdim=True)).sum(-1))
+    q, k, v = torch.randn(2, 5, 4), torch.randn(2, 9, 4), torch.randn(2, 9, 3)
+    torch.testing.assert_close(ns["blockwise_attention"](q, k, v, 4),
+                               torch.nn.functional.scaled_dot_product_attention(q, k, v))
+    for n, window, dilation in [(6, 3, 1), (16, 4, 3), (9, 3, 2)]:
+        expected = torch.tensor([[i >= j and (i - j) % dilation == 0 and i - j <= (window - 1) * dilation
+                                  for j in range(n)] for i in range(n)])
+        assert torch.equal(ns["sliding_window_mask"](n, window, dilation), expected)
+
+
+@pytest.mark.parametrize("learner", [HONEST_04_A, HONEST_04_B, HINTS_04])
+def test_the_honest_04_learners_wrote_working_code(learner):
+    """Against the course library's MultiHeadAttention with the same weights, and its parameter count."""
+    from transformer_core.attention import MultiHeadAttention as Reference
+
+    ns = _namespace(learner)
+    torch.manual_seed(0)
+    x, context = torch.randn(2, 5, 12), torch.randn(2, 7, 12)
+    heads = ns["split_heads"](x, 3)
+    assert torch.equal(heads, x.view(2, 5, 3, 4).transpose(1, 2)) and torch.equal(ns["merge_heads"](heads), x)
+    mine, reference = ns["MultiHeadAttention"](12, 3), Reference(12, 3)
+    mine.load_state_dict(reference.state_dict())
+    mask = torch.rand(5, 7) > 0.3
+    mask[:, 0] = True
+    for ctx in (None, context):
+        out, weights = mine(x, ctx, mask if ctx is not None else None)
+        expected, expected_weights = reference(x, ctx, mask=mask if ctx is not None else None, need_weights=True)
+        torch.testing.assert_close(out, expected)
+        torch.testing.assert_close(weights, expected_weights)
+    for kv, bias in [(None, True), (1, True), (3, False)]:
+        counted = sum(p.numel() for p in Reference(12, 3, n_kv_heads=kv, bias=bias).parameters())
+        assert ns["attention_parameter_count"](12, 3, kv, bias) == counted
+
+
+def test_code_in_text_finds_code_blocks_and_inline_code():
+    text = "Loop `for start in range(0, n, block_size)`, then:\n\n```python\nm = x.amax(-1)\n```\n"
+    assert code_in_text(text) == ["m = x.amax(-1)\n", "for start in range(0, n, block_size)"]
+
+
+CLASSES = {"09-complexity": ("complexity", {"honest_a": HONEST_09_A, "honest_b": HONEST_09_B, "follower": HINTS_09}),
+           "04-multi-head-attention": ("multi_head_attention",
+                                       {"honest_a": HONEST_04_A, "honest_b": HONEST_04_B, "follower": HINTS_04})}
+
+
+@pytest.fixture(scope="module")
+def given_batch(tmp_path_factory):
+    """09 and 04 graded in one folder: three honest learners each and one who pasted the solution."""
+    out = tmp_path_factory.mktemp("given")
+    for assignment, (notebook, learners) in CLASSES.items():
+        for name, sources in [*learners.items(), ("paster", _solution_sources(assignment, notebook))]:
+            store_graded(out, f"{assignment[:2]}-{name}", sources, assignment, notebook)
+    return similarity_report(out, root=REPO_ROOT)
+
+
+@pytest.mark.parametrize("assignment", sorted(CLASSES))
+def test_code_the_hints_or_the_chapter_give_is_not_evidence_of_copying(given_batch, assignment):
+    """Issue 31: the learner who followed the hints (09) or the chapter (04) is not a near-copy of the
+    published solution, nor paired with another honest learner; the one who pasted the solution is."""
+    found = {(m.learner, m.other, m.kind): m for m in given_batch.matches if m.assignment == assignment}
+    paster = f"{assignment[:2]}-paster"
+    assert (paster, SOLUTION, "solution") in found and found[paster, SOLUTION, "solution"].overlap == 1.0, found
+    assert {learner for learner, _, _ in found} == {paster}, f"an honest learner is listed: {sorted(found)}"
+    assert {other for _, other, _ in found} <= {SOLUTION}, sorted(found)
+
+
+def test_the_honest_learners_were_listed_before_the_given_code_was_left_out(given_batch):
+    """The variants reproduce issue 31: over the parts they wrote, without leaving out the given code,
+    the learner who followed 09's hints and the one who typed chapter 4's code stand above the threshold
+    against the solution; with it left out, well below."""
+    from autograder.instructor.similarity import _plan_cells
+
+    def overlap(work, solution) -> float:
+        mine = work.keys()
+        theirs = {key for key in solution.keys() if key[0] in work.cells}
+        return len(mine & theirs) / len(mine | theirs)
+
+    for assignment, (notebook, learners) in CLASSES.items():
+        templates, solution, _ = _plan_cells(assignment, REPO_ROOT)
+        cells = {f"{notebook}:{k}": v for k, v in learners["follower"].items()}
+        before = overlap(fingerprint_work("follower", cells, templates), fingerprint_work(SOLUTION, solution, templates))
+        after = overlap(given_batch.works[assignment][f"{assignment[:2]}-follower"], given_batch.solutions[assignment])
+        assert before >= THRESHOLD > after + 0.05, (assignment, before, after)
+
+
+@pytest.mark.slow
+def test_the_side_by_side_view_never_scrolls_the_page_sideways(tmp_path, browser):
+    """Issue 30: at 1280 px, with every pair opened and a line of 300 characters in the copied cell,
+    the page is no wider than the window: long code scrolls inside its own column."""
+    long_line = "    note = " + " + ".join(f"'part {i}'" for i in range(30)) + "  # " + "x" * 120 + "\n"
+    store_graded(tmp_path, "honest_a", {**HONEST_A, "attention": HONEST_A["attention"] + long_line})
+    store_graded(tmp_path, "copier_with_a_rather_long_name_" + "z" * 40,
+                 {**COPIER, "attention": COPIER["attention"] + long_line})
+    report = similarity_report(tmp_path, root=REPO_ROOT)
+    assert any(m.kind == "learner" for m in report.matches)
+    browser._call("POST", browser._session + "/window/rect", {"width": 1280, "height": 900})
+    browser.get((tmp_path / "similarity.html").as_uri())
+    sizes = browser.run("document.querySelectorAll('details').forEach((d) => { d.open = true; });"
+                        "const pre = [...document.querySelectorAll('pre')];"
+                        "return {width: innerWidth, page: document.scrollingElement.scrollWidth, pre: pre.length,"
+                        " scrolled: pre.filter((p) => p.scrollWidth > p.clientWidth).length,"
+                        " right: Math.max(...pre.map((p) => p.getBoundingClientRect().right))};")
+    assert sizes["width"] == 1280 and sizes["pre"] >= 2, sizes
+    assert sizes["page"] <= sizes["width"] and sizes["right"] <= sizes["width"], sizes
+    assert sizes["scrolled"] >= 2, f"the long line scrolls inside its column: {sizes}"

@@ -21,14 +21,19 @@ algorithms for document fingerprinting", SIGMOD 2003):
 3. **Subtract what everybody has.** Fingerprints of the released cell (the signature and stub every
    learner starts from) are removed, and so are fingerprints found in the work of more than
    :data:`COMMON_SHARE` of the class (and more than :data:`COMMON_MIN` learners): an idiom is no
-   evidence.
+   evidence. Nor is code the course gives (:func:`given_code`): the released notebook's other cells,
+   the code its hints spell out and the code cells of its chapter. A fingerprint is given when each of
+   its tokens lies in a run of :data:`GIVEN_RUN` tokens that the given code holds too, so a learner who
+   typed what the hints spell out is no copier, while what a solution adds to the hints still counts.
 4. **Compare through an index.** Learners are paired through an inverted index from fingerprint to
    learners, so only pairs that share something are ever looked at (a class of 300 takes about a
    second, not the 44,850 comparisons of every pair).
 
 The **overlap** of two pieces of work is the Jaccard index of their fingerprint sets (shared / all
 distinct), over all graded code cells of the assignment, each fingerprint tied to its cell. A pair is
-reported from :data:`THRESHOLD` up when it shares at least :data:`MIN_SHARED` fingerprints. Against
+reported from :data:`THRESHOLD` up when it shares at least :data:`MIN_SHARED` fingerprints (with the
+published solution: all of them when the code given leaves it fewer, but never under
+:data:`MIN_SHARED_SOLUTION`; exercise 04's solution is mostly the chapter's code). Against
 the library, each cell is compared with each function, and the share of the cell's fingerprints
 found in the function is reported.
 """
@@ -50,14 +55,16 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.core.files import REPO_ROOT
+from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.core.safe_output import csv_text, page_head
 from autograder.engine.cells import python_source
 
 K = 12
 WINDOW = 6
+GIVEN_RUN = 8
 THRESHOLD = 0.5
 MIN_SHARED = 6
+MIN_SHARED_SOLUTION = 3
 COMMON_SHARE = 0.1
 COMMON_MIN = 10
 SOLUTION = "published solution"
@@ -177,20 +184,96 @@ def winnow(hashes: list[int], window: int = WINDOW) -> list[int]:
     return selected
 
 
-def fingerprints(tokens: list[tuple[str, int]], k: int = K, window: int = WINDOW) -> dict[int, tuple[int, int]]:
+def fingerprints(tokens: list[tuple[str, int]], k: int = K, window: int = WINDOW,
+                 given: "GivenCode | None" = None) -> dict[int, tuple[int, int]]:
     """The winnowed fingerprints of a token sequence: hash -> (first line, last line) of its k-gram
-    (the first occurrence). Fewer than ``k`` tokens give none."""
+    (the first occurrence). Fewer than ``k`` tokens give none. With ``given``, the k-grams made of
+    given code (:meth:`GivenCode.covered`) are left out after winnowing (so that the positions chosen
+    do not depend on what is given)."""
     ids = [zlib.crc32(text.encode("utf-8")) for text, _ in tokens]
     grams = [hash(tuple(ids[i:i + k])) for i in range(len(ids) - k + 1)]
+    covered = given.covered([text for text, _ in tokens]) if given is not None else None
     found: dict[int, tuple[int, int]] = {}
     for position in winnow(grams, window) if grams else []:
+        if covered is not None and all(covered[position:position + k]):
+            continue
         found.setdefault(grams[position], (tokens[position][1], tokens[position + k - 1][1]))
     return found
 
 
-def cell_fingerprints(source: str, chosen: Names | None) -> dict[int, tuple[int, int]]:
-    """:func:`fingerprints` of one cell's :func:`normalised_tokens`."""
-    return fingerprints(normalised_tokens(source, chosen))
+def cell_fingerprints(source: str, chosen: Names | None, given: "GivenCode | None" = None) -> dict[int, tuple[int, int]]:
+    """:func:`fingerprints` of one cell's :func:`normalised_tokens`, given code left out."""
+    return fingerprints(normalised_tokens(source, chosen), given=given)
+
+
+# --- 1b. Code the course gives -------------------------------------------------------------------
+
+_STRUCTURE = frozenset({"INDENT", "DEDENT"})
+_INLINE_CODE = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)^ {0,3}\1", re.DOTALL | re.MULTILINE)
+
+
+def code_in_text(markdown: str) -> list[str]:
+    r"""The code a Markdown text spells out: its fenced code blocks, then its inline code spans.
+
+    Example:
+        >>> code_in_text("Use `torch.maximum(a, b)`:\n```python\nm = x.amax(-1)\n```\n")
+        ['m = x.amax(-1)\n', 'torch.maximum(a, b)']
+    """
+    blocks = [m.group(2) for m in _FENCE.finditer(markdown)]
+    return blocks + [m.group(2).strip() for m in _INLINE_CODE.finditer(_FENCE.sub("", markdown))]
+
+
+@dataclass(frozen=True)
+class GivenCode:
+    """Code the course gives the learners of an assignment: the hashes of its runs of :data:`GIVEN_RUN`
+    tokens (indentation left out, names renamed as :func:`given_code` says)."""
+
+    runs: frozenset[int]
+
+    def covered(self, tokens: list[str]) -> list[bool]:
+        """For each of a learner's normalised ``tokens``: whether it lies in a run of given code
+        (indentation tokens always count as covered)."""
+        content = [i for i, text in enumerate(tokens) if text not in _STRUCTURE]
+        out = [text in _STRUCTURE for text in tokens]
+        ids = [zlib.crc32(tokens[i].encode("utf-8")) for i in content]
+        for start in range(len(ids) - GIVEN_RUN + 1):
+            if hash(tuple(ids[start:start + GIVEN_RUN])) in self.runs:
+                for i in content[start:start + GIVEN_RUN]:
+                    out[i] = True
+        return out
+
+
+def given_code(sources: list[str]) -> GivenCode:
+    """:class:`GivenCode` of ``sources`` (code cells, code a text spells out: pieces of Python).
+
+    A piece's names are renamed as a learner's own would be, since a learner types them as their own:
+    every name but the modules the pieces import, Python's builtins and keyword arguments (``dim=-1``)
+    that the piece does not bind; attributes it sets (``self.q_proj = ...``) too. A piece that does not
+    parse is read as far as it tokenizes.
+    """
+    imported: set[str] = set()
+    for source in sources:
+        try:
+            tree = ast.parse(python_source(source, blank=True))
+        except (SyntaxError, ValueError):
+            continue
+        imported.update((a.asname or a.name).split(".")[0] for node in ast.walk(tree)
+                        if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names)
+    runs: set[int] = set()
+    for source in sources:
+        own = chosen_names([source]) or Names(frozenset(), frozenset())
+        tokens = [text for text, _ in normalised_tokens(source, Names(frozenset(), frozenset()))
+                  if text not in _STRUCTURE]
+        keywords = {t for before, t, after in zip(tokens, tokens[1:], tokens[2:]) if before in ("(", ",") and after == "="}
+        ids = []
+        for before, text in zip(["", *tokens], tokens):
+            renamed = (text in own.attributes if before == "." else
+                       text in own.names or (text.isidentifier() and not keyword.iskeyword(text) and text not in
+                                             imported | keywords | _BUILTINS))
+            ids.append(zlib.crc32(("V" if renamed else text).encode("utf-8")))
+        runs.update(hash(tuple(ids[i:i + GIVEN_RUN])) for i in range(len(ids) - GIVEN_RUN + 1))
+    return GivenCode(frozenset(runs))
 
 
 # --- 2. Works, and comparing them through an index ----------------------------------------------
@@ -222,13 +305,14 @@ def _template_fingerprints(template: str) -> frozenset[int]:
     return frozenset(cell_fingerprints(template, chosen_names([template])))
 
 
-def fingerprint_work(owner: str, cells: dict[str, str], templates: dict[str, str]) -> Work:
+def fingerprint_work(owner: str, cells: dict[str, str], templates: dict[str, str],
+                     given: GivenCode | None = None) -> Work:
     """Fingerprint a learner's ``cells`` (cell key -> source), less the fingerprints of the released
-    ``templates`` (cell key -> the stub learners got)."""
+    ``templates`` (cell key -> the stub learners got) and of the code the course ``given``."""
     chosen = chosen_names(list(cells.values()))
     work = Work(owner, dict(cells))
     for key, source in cells.items():
-        found = cell_fingerprints(source, chosen)
+        found = cell_fingerprints(source, chosen, given)
         template = templates.get(key)
         if template:
             for h in _template_fingerprints(template):
@@ -307,14 +391,17 @@ def compare_learners(assignment: str, works: list[Work], *, threshold: float = T
 
 def compare_with_solution(assignment: str, works: list[Work], solution: Work, *, threshold: float = THRESHOLD,
                           min_shared: int = MIN_SHARED) -> list[Match]:
-    """Learners whose work overlaps with the published solution from ``threshold`` up."""
+    """Learners whose work overlaps with the published solution from ``threshold`` up, sharing at
+    least ``min_shared`` fingerprints or, where the code given leaves the solution fewer of its own,
+    all of them (never fewer than :data:`MIN_SHARED_SOLUTION`)."""
     reference = solution.keys()
+    needed = min(min_shared, max(len(reference), MIN_SHARED_SOLUTION))
     matches = []
     for work in works:
         keys = work.keys()
         count = len(keys & reference)
         overlap = _jaccard(keys, reference)
-        if count >= min_shared and overlap >= threshold:
+        if count >= needed and overlap >= threshold:
             matches.append(Match(assignment, work.owner, SOLUTION, "solution", round(overlap, 3), count,
                                  _cells_in_common(work, solution)))
     return sorted(matches, key=lambda m: (-m.overlap, m.learner))
@@ -480,24 +567,23 @@ def _details(report: Report, m: Match) -> str:
     for key, share in m.cells:
         if m.kind == "library":
             source = report.library.functions[m.other]
-            theirs = cell_fingerprints(source, chosen_names([source]))
-            parts.append(f"<p>{html.escape(key)}: {share:.0%} of the cell's fingerprints are in {html.escape(m.other)}</p>"
-                         + _side_by_side(f"{m.learner}: {key}", work.cells[key], work.prints[key],
-                                         m.other, source, theirs))
-            continue
-        other = report.solutions[m.assignment] if m.kind == "solution" else report.works[m.assignment][m.other]
-        parts.append(f"<p>{html.escape(key)}: overlap {share:.0%}</p>"
-                     + _side_by_side(f"{m.learner}: {key}", work.cells[key], work.prints[key],
-                                     f"{m.other}: {key}", other.cells[key], other.prints[key]))
+            said, title, theirs = f"{share:.0%} of the cell's fingerprints are in {m.other}", m.other, (
+                source, cell_fingerprints(source, chosen_names([source])))
+        else:
+            other = report.solutions[m.assignment] if m.kind == "solution" else report.works[m.assignment][m.other]
+            said, title, theirs = f"overlap {share:.0%}", f"{m.other}: {key}", (other.cells[key], other.prints[key])
+        parts.append(f"<p>{html.escape(f'{key}: {said}')}</p>" + _side_by_side(
+            f"{m.learner}: {key}", work.cells[key], work.prints[key], title, *theirs))
     return "".join(parts)
 
 
+# A fixed table layout: the code of a pair scrolls inside its own column, never the page sideways.
 _STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1400px}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #bbb;padding:.25em .6em;text-align:left}
-th{background:#eee}.pair{display:flex;gap:1em}.pair>div{flex:1;min-width:0}
-pre{background:#f7f7f7;padding:.5em;overflow:auto;font-size:85%}mark{background:#ffe08a}
-details{margin:.3em 0}summary{cursor:pointer}
+body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1400px}table{border-collapse:collapse;margin:.5em 0 1.5em;
+table-layout:fixed;width:100%}td,th{border:1px solid #bbb;padding:.25em .6em;text-align:left;vertical-align:top;
+overflow-wrap:anywhere}th{background:#eee}th:nth-child(-n+2){width:13%}th:nth-child(n+3):nth-child(-n+4){width:7%}
+.pair{display:flex;gap:1em}.pair>div{flex:1;min-width:0}details{margin:.3em 0}summary{cursor:pointer}
+pre{background:#f7f7f7;padding:.5em;overflow:auto;font-size:85%;overflow-wrap:normal}mark{background:#ffe08a}
 """
 
 
@@ -510,8 +596,8 @@ def render_html(report: Report) -> str:
     parts = [page_head("Similarity report", _STYLE), "<h1>Similarity report</h1>",
              f"<p>{esc(report.summary())}.</p>",
              "<p>Graded code cells compared after normalising names, whitespace, comments and docstrings "
-             f"(winnowed fingerprints of {K}-token runs, window {WINDOW}; the released stubs and fingerprints "
-             f"common in the class left out). Listed from an overlap of {THRESHOLD:.0%}. This report only "
+             f"(winnowed fingerprints of {K}-token runs, window {WINDOW}; left out: the released stubs, the code "
+             "the exercise's hints and its chapter give, and fingerprints common in the class). Listed from an overlap of {THRESHOLD:.0%}. This report only "
              "flags work for you to read: a high overlap is not proof of copying (short cells have few ways to "
              "be written), and <b>no score was changed</b>.</p>"]
     if not report.matches:
@@ -537,22 +623,41 @@ def render_html(report: Report) -> str:
 # --- 4. From a graded output folder ---------------------------------------------------------------
 
 
-def _plan_cells(assignment: str, root: Path):
-    """The graded code cells of an assignment's plan: (templates, solution sources), by cell key."""
-    from autograder.engine.plan import PlanError, load_plan
+def _plan_cells(assignment: str, root: Path) -> tuple[dict[str, str], dict[str, str], GivenCode]:
+    """The graded code cells of an assignment's plan: (templates, solution sources) by cell key, and
+    the code the course gives (:func:`given_code`): the released notebooks' other code cells, the code
+    their Markdown spells out, and the code cells of the chapter ``book/<assignment>.ipynb`` or, when
+    there is none, of the chapters the exercise names ("chapter 11")."""
+    from autograder.engine.plan import MANUAL, PlanError, load_plan
     from autograder.engine.plan import SOLUTION as SOLUTION_CELL
 
     try:
         plan = load_plan(assignment, root)
     except PlanError:
-        return {}, {}
-    templates, solution = {}, {}
+        return {}, {}, GivenCode(frozenset())
+    templates, solution, given, text = {}, {}, [], ""
     for name, notebook in plan.notebooks.items():
         for cell in notebook.cells:
             if cell.kind == SOLUTION_CELL and cell.cell_type == "code":
                 templates[f"{name}:{cell.key}"] = cell.released
                 solution[f"{name}:{cell.key}"] = cell.source
-    return templates, solution
+            elif cell.kind != MANUAL and cell.cell_type == "code":
+                given.append(cell.released)
+            elif cell.kind != MANUAL and cell.cell_type == "markdown":
+                given += code_in_text(cell.released)
+                text += cell.released
+    chapters = [Path(root) / "book" / f"{assignment}.ipynb"]
+    if not chapters[0].is_file():
+        numbers = sorted(set(re.findall(r"\b[Cc]hapters? (\d+)\b", text)))
+        chapters = [path for n in numbers for path in sorted((Path(root) / "book").glob(f"{int(n):02d}-*.ipynb"))]
+    for path in chapters:
+        try:
+            cells = read_notebook(path).cells
+        except (OSError, ValueError):
+            continue
+        given += [c.source for c in cells if c.cell_type == "code"]
+        given += [code for c in cells if c.cell_type == "markdown" for code in code_in_text(c.source)]
+    return templates, solution, given_code(given)
 
 
 def similarity_report(out_dir: Path | str, *, root: Path = REPO_ROOT, threshold: float = THRESHOLD,
@@ -570,22 +675,22 @@ def similarity_report(out_dir: Path | str, *, root: Path = REPO_ROOT, threshold:
     out_dir = Path(out_dir)
     by_assignment: dict[str, list[Work]] = defaultdict(list)
     solutions: dict[str, Work] = {}
-    plans: dict[str, tuple[dict, dict]] = {}
+    plans: dict[str, tuple[dict, dict, GivenCode]] = {}
     for result in load_results(out_dir):
         if not result.graded:
             continue
         if result.assignment not in plans:
             plans[result.assignment] = _plan_cells(result.assignment, root)
-        templates, solution = plans[result.assignment]
+        templates, solution, given = plans[result.assignment]
         answers = load_answers(out_dir, result)
         if answers is None:
             continue
         cells = {key: answer.source for key, answer in answers.items()
                  if key in templates and answer.origin == "yours"}
-        by_assignment[result.assignment].append(fingerprint_work(result.learner, cells, templates))
-    for assignment, (templates, solution) in plans.items():
+        by_assignment[result.assignment].append(fingerprint_work(result.learner, cells, templates, given))
+    for assignment, (templates, solution, given) in plans.items():
         if solution:
-            solutions[assignment] = fingerprint_work(SOLUTION, solution, templates)
+            solutions[assignment] = fingerprint_work(SOLUTION, solution, templates, given)
     report = build_report(by_assignment, solutions, load_library(Path(root) / "transformer_core"),
                           threshold=threshold, min_shared=min_shared)
     report.seconds = time.perf_counter() - start
