@@ -566,145 +566,209 @@ def train(model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: 
     Returns:
         A :class:`TrainResult`.
     """
-    device = pick_device(device)
-    threads = _CpuThreads(config.num_threads if device.type == "cpu" else None)
-    ranks = distributed.current()
-    if config.grad_accum_steps % ranks.world_size:
-        raise ValueError(f"train: grad_accum_steps={config.grad_accum_steps} must be a multiple of the "
-                         f"{ranks.world_size} processes, so that the global batch stays the same")
-    local_steps = config.grad_accum_steps // ranks.world_size      # micro-batches of this process
-    amp_dtype = resolve_amp_dtype(config, device)
-    model.to(device)
-    model.train()
-    ddp = None
-    if ranks.world_size > 1:      # averages the gradients of all processes after each backward pass
-        ddp = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
-    fwd = torch.compile(ddp or model) if config.compile else (ddp or model)
-    eval_fwd = fwd if ddp is None else model
-    optimizer = configure_optimizer(model, config, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype is torch.float16)
-    ctx = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
-    next_train = _batch_source(train_data, config, device, "train_data")
-    next_val = _batch_source(val_data, config, device, "val_data")
-    # One batch stream per micro-batch slot of a step, numbered over all processes: whatever the number
-    # of processes, step s trains on the same global batch.
-    slots = range(ranks.rank * local_steps, (ranks.rank + 1) * local_steps)
-    train_gens = [torch.Generator().manual_seed(config.seed + slot) for slot in slots]
-    eval_gen = torch.Generator().manual_seed(config.seed + 1)
-    eval_batches = {"train": [next_train(eval_gen) for _ in range(config.eval_iters)],
-                    "val": [next_val(eval_gen) for _ in range(config.eval_iters)]}
-    for split, ids in (("train", train_data), ("val", val_data)):
-        if isinstance(ids, torch.Tensor):         # equal windows: fewer, larger batches give the same mean
-            eval_batches[split] = _merge_batches(eval_batches[split])
-    decay_steps = config.max_iters if config.lr_decay_iters is None else config.lr_decay_iters
-    warmup = min(config.warmup_iters, decay_steps)
-    model_config = getattr(model, "config", None)
-    fpt = (float(complexity.flops_per_token(model_config, config.block_size, training=True))
-           if model_config is not None else None)
-    n_params = sum(p.numel() for p in model.parameters())
-    checkpoint_path = pathlib.Path(config.out_dir) / "ckpt.pt" if config.out_dir else None
+    run = _TrainingRun(model, train_data, val_data, config, device=device, callback=callback, tokenizer=tokenizer)
+    start_step = run.restore(resume) if resume is not None else 0
+    run.start_clock(start_step, progress)
+    step, lr, stopped_early = run.loop(start_step, resumed=resume is not None)
+    timed_end, timed_eval_time = run.finish(step, lr, stopped_early)
+    tokens_per_second, utilisation = run.throughput(step, start_step, timed_end, timed_eval_time)
+    return TrainResult(
+        history=run.history, iter_losses=run.step_losses.read(),
+        final_val_loss=run.history["val_loss"][-1], best_val_loss=run.best_val,
+        tokens_per_second=tokens_per_second, flops_per_token=run.flops_per_token, mfu=utilisation,
+        wall_time_s=time.perf_counter() - run.start, n_params=sum(p.numel() for p in model.parameters()),
+        device=str(run.device), dtype=str(run.amp_dtype or torch.float32).removeprefix("torch."),
+        checkpoint_path=(str(run.checkpoint_path) if run.checkpoint_path and run.checkpoint_path.exists()
+                         else None),
+        stopped_early=stopped_early)
 
-    history: dict[str, list[float]] = {"step": [], "train_loss": [], "val_loss": [], "lr": [], "elapsed_s": []}
-    step_losses = _StepLosses(min(config.max_iters, config.eval_interval, 1024), device)
-    best_val = math.inf
-    start_step = 0
-    data = {"tokenizer": tokenizer.to_dict() if tokenizer is not None else None,
-            "train": _fingerprint(train_data), "val": _fingerprint(val_data)}
-    if resume is not None:
-        start_step, best_val = _restore_training_state(resume, config, data, model, optimizer, scaler,
-                                                       train_gens, slots, ranks, history, step_losses)
-    resume_path = pathlib.Path(config.out_dir) / RESUME_FILE if config.out_dir else None
-    stopped_early = False
-    skip = start_step + min(10, (config.max_iters - start_step) // 10)  # steps left out of tokens/s
-    timed_start = None
-    eval_time = 0.0
-    start = time.perf_counter()
-    bar = tqdm(total=config.max_iters, desc="train", unit="step", disable=not (progress and ranks.is_main))
 
-    def run_eval(step: int, lr: float) -> bool:
-        nonlocal best_val, eval_time
+class _TrainingRun:
+    """One call of :func:`train`, step by step: the model placed for this device and these processes
+    (DDP, ``torch.compile``), its optimizer and AMP, the batch streams, the evaluations with their
+    checkpoints, and the clock behind tokens/s and MFU. Its methods are the loop's named steps, in the
+    order :func:`train` calls them."""
+
+    def __init__(self, model: torch.nn.Module, train_data: torch.Tensor | BatchFn, val_data: torch.Tensor | BatchFn,
+                 config: TrainConfig, *, device: str | torch.device | None,
+                 callback: Callable[[dict], bool | None] | None, tokenizer: CharTokenizer | None) -> None:
+        self.model, self.config, self.callback, self.tokenizer = model, config, callback, tokenizer
+        self.device = device = pick_device(device)
+        self.threads = _CpuThreads(config.num_threads if device.type == "cpu" else None)
+        self.ranks = distributed.current()
+        if config.grad_accum_steps % self.ranks.world_size:
+            raise ValueError(f"train: grad_accum_steps={config.grad_accum_steps} must be a multiple of the "
+                             f"{self.ranks.world_size} processes, so that the global batch stays the same")
+        self.local_steps = config.grad_accum_steps // self.ranks.world_size      # micro-batches of this process
+        self.amp_dtype = resolve_amp_dtype(config, device)
+        self._place_model()
+        self.optimizer = configure_optimizer(model, config, device)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype is torch.float16)
+        self.autocast = (torch.autocast(device.type, dtype=self.amp_dtype) if self.amp_dtype
+                         else contextlib.nullcontext())
+        self._batch_streams(train_data, val_data)
+        self.decay_steps = config.max_iters if config.lr_decay_iters is None else config.lr_decay_iters
+        self.warmup = min(config.warmup_iters, self.decay_steps)
+        model_config = getattr(model, "config", None)
+        self.flops_per_token = (float(complexity.flops_per_token(model_config, config.block_size, training=True))
+                                if model_config is not None else None)
+        self.checkpoint_path = pathlib.Path(config.out_dir) / "ckpt.pt" if config.out_dir else None
+        self.resume_path = pathlib.Path(config.out_dir) / RESUME_FILE if config.out_dir else None
+        self.history: dict[str, list[float]] = {"step": [], "train_loss": [], "val_loss": [], "lr": [],
+                                                "elapsed_s": []}
+        self.step_losses = _StepLosses(min(config.max_iters, config.eval_interval, 1024), device)
+        self.best_val = math.inf
+        self.data = {"tokenizer": tokenizer.to_dict() if tokenizer is not None else None,
+                     "train": _fingerprint(train_data), "val": _fingerprint(val_data)}
+
+    def _place_model(self) -> None:
+        """The model on the device in training mode; ``fwd`` is what a training step calls (DDP around
+        it with several processes, compiled on request), ``eval_fwd`` what an evaluation calls."""
+        self.model.to(self.device)
+        self.model.train()
+        self.ddp = None
+        if self.ranks.world_size > 1:      # averages the gradients of all processes after each backward pass
+            self.ddp = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        wrapped = self.ddp or self.model
+        self.fwd = torch.compile(wrapped) if self.config.compile else wrapped
+        self.eval_fwd = self.fwd if self.ddp is None else self.model
+
+    def _batch_streams(self, train_data: torch.Tensor | BatchFn, val_data: torch.Tensor | BatchFn) -> None:
+        """The training batches' sources and generators, and the fixed evaluation batches."""
+        config = self.config
+        self.next_train = _batch_source(train_data, config, self.device, "train_data")
+        next_val = _batch_source(val_data, config, self.device, "val_data")
+        # One batch stream per micro-batch slot of a step, numbered over all processes: whatever the number
+        # of processes, step s trains on the same global batch.
+        self.slots = range(self.ranks.rank * self.local_steps, (self.ranks.rank + 1) * self.local_steps)
+        self.train_gens = [torch.Generator().manual_seed(config.seed + slot) for slot in self.slots]
+        eval_gen = torch.Generator().manual_seed(config.seed + 1)
+        self.eval_batches = {"train": [self.next_train(eval_gen) for _ in range(config.eval_iters)],
+                             "val": [next_val(eval_gen) for _ in range(config.eval_iters)]}
+        for split, ids in (("train", train_data), ("val", val_data)):
+            if isinstance(ids, torch.Tensor):         # equal windows: fewer, larger batches give the same mean
+                self.eval_batches[split] = _merge_batches(self.eval_batches[split])
+
+    def restore(self, resume: str | os.PathLike) -> int:
+        """Continue from the training state ``resume``; returns the step to start from."""
+        start_step, self.best_val = _restore_training_state(
+            resume, self.config, self.data, self.model, self.optimizer, self.scaler, self.train_gens, self.slots,
+            self.ranks, self.history, self.step_losses)
+        return start_step
+
+    def start_clock(self, start_step: int, progress: bool) -> None:
+        """Start the wall clock and the progress bar; the timed span for tokens/s starts at ``skip``
+        (the first steps, which warm up, are left out)."""
+        config = self.config
+        self.skip = start_step + min(10, (config.max_iters - start_step) // 10)
+        self.timed_start: float | None = None
+        self.eval_time = 0.0
+        self.start = time.perf_counter()
+        self.bar = tqdm(total=config.max_iters, desc="train", unit="step",
+                        disable=not (progress and self.ranks.is_main))
+
+    def lr(self, step: int) -> float:
+        """The learning rate of ``step``: warm-up, then cosine decay (:func:`lr_at`)."""
+        return lr_at(step, max_lr=self.config.learning_rate, min_lr=self.config.min_lr,
+                     warmup_steps=self.warmup, total_steps=self.decay_steps)
+
+    def loop(self, start_step: int, *, resumed: bool) -> tuple[int, float, bool]:
+        """Steps ``start_step`` to ``max_iters``, evaluating every ``eval_interval`` steps; returns the
+        step reached, its learning rate and whether the callback stopped the run there."""
+        lr = self.lr(0)
+        for step in range(start_step, self.config.max_iters):
+            if step == self.skip:
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                self.timed_start = time.perf_counter()
+            lr = self.lr(step)
+            resumed_here = resumed and step == start_step     # that evaluation is in the history
+            if step % self.config.eval_interval == 0 and not resumed_here and self.evaluate(step, lr):
+                return step, lr, True
+            self.train_step(lr)
+        return self.config.max_iters, lr, False
+
+    def train_step(self, lr: float) -> None:
+        """One optimizer step: this process's micro-batches, forward and backward under AMP, gradients
+        averaged across processes after the last one, then clipped and applied."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        for micro, generator in enumerate(self.train_gens):
+            x, y = self.next_train(generator)
+            last = micro == self.local_steps - 1    # DDP averages across processes after the last micro-batch only
+            with contextlib.nullcontext() if self.ddp is None or last else self.ddp.no_sync():
+                with self.autocast:
+                    _, loss = self.fwd(x, y)
+                self.scaler.scale(loss / self.local_steps).backward()
+        apply_gradients(self.model, self.optimizer, self.scaler, self.config.grad_clip)
+        self.step_losses.record(loss)
+        self.bar.update(1)
+
+    def evaluate(self, step: int, lr: float) -> bool:
+        """Evaluate both splits, record them, write the checkpoints and ask the callback; returns whether
+        to stop (every process stops at the same step)."""
         t0 = time.perf_counter()
-        threads.adjust()
-        losses = {split: evaluate(eval_fwd, batches, amp_dtype=amp_dtype) for split, batches in eval_batches.items()}
-        elapsed = time.perf_counter() - start
+        self.threads.adjust()
+        losses = {split: evaluate(self.eval_fwd, batches, amp_dtype=self.amp_dtype)
+                  for split, batches in self.eval_batches.items()}
+        elapsed = time.perf_counter() - self.start
         for key, value in (("step", step), ("train_loss", losses["train"]), ("val_loss", losses["val"]),
                            ("lr", lr), ("elapsed_s", elapsed)):
-            history[key].append(value)
-        if checkpoint_path is not None and losses["val"] < best_val and ranks.is_main:
-            save_checkpoint(checkpoint_path, model, optimizer, train_config=config, tokenizer=tokenizer,
-                            step=step, val_loss=losses["val"])
-        best_val = min(best_val, losses["val"])
-        if resume_path is not None:                 # collective: every process sends its generators
-            generators = [state for rank_states in distributed.gather([g.get_state() for g in train_gens])
-                          for state in rank_states]
-            torch_rngs = distributed.gather(torch.get_rng_state())
-            if ranks.is_main:
-                _save_training_state(resume_path, config, data, model, optimizer, scaler, generators, torch_rngs,
-                                     history, step_losses.read(), step=step, best_val=best_val)
-        bar.set_postfix(train=f"{losses['train']:.4f}", val=f"{losses['val']:.4f}", refresh=False)
-        stop = bool(callback({"step": step, "train_loss": losses["train"], "val_loss": losses["val"],
-                              "lr": lr, "elapsed_s": elapsed})) if callback else False
-        stop = distributed.all_agree(stop, device)  # every process stops at the same step
-        if timed_start is not None:
-            eval_time += time.perf_counter() - t0
+            self.history[key].append(value)
+        self._save(step, losses["val"])
+        self.bar.set_postfix(train=f"{losses['train']:.4f}", val=f"{losses['val']:.4f}", refresh=False)
+        stop = bool(self.callback({"step": step, "train_loss": losses["train"], "val_loss": losses["val"],
+                                   "lr": lr, "elapsed_s": elapsed})) if self.callback else False
+        stop = distributed.all_agree(stop, self.device)
+        if self.timed_start is not None:
+            self.eval_time += time.perf_counter() - t0
         return stop
 
-    lr = lr_at(0, max_lr=config.learning_rate, min_lr=config.min_lr, warmup_steps=warmup,
-               total_steps=decay_steps)
-    step = start_step
-    for step in range(start_step, config.max_iters):
-        if step == skip:
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            timed_start = time.perf_counter()
-        lr = lr_at(step, max_lr=config.learning_rate, min_lr=config.min_lr, warmup_steps=warmup,
-                   total_steps=decay_steps)
-        resumed_here = resume is not None and step == start_step     # that evaluation is in the history
-        if step % config.eval_interval == 0 and not resumed_here and run_eval(step, lr):
-            stopped_early = True
-            break
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        for micro, generator in enumerate(train_gens):
-            x, y = next_train(generator)
-            last = micro == local_steps - 1    # DDP averages across processes after the last micro-batch only
-            with contextlib.nullcontext() if ddp is None or last else ddp.no_sync():
-                with ctx:
-                    _, loss = fwd(x, y)
-                scaler.scale(loss / local_steps).backward()
-        apply_gradients(model, optimizer, scaler, config.grad_clip)
-        step_losses.record(loss)
-        bar.update(1)
-    else:
-        step = config.max_iters
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    timed_end = time.perf_counter()
-    timed_eval_time = eval_time          # evaluations inside the timed span; the final one is after it
-    steps_done = step
-    already_evaluated = bool(history["step"]) and history["step"][-1] == step    # a finished run, resumed
-    if not stopped_early and not already_evaluated:
-        run_eval(step, lr)
-    bar.close()
+    def _save(self, step: int, val_loss: float) -> None:
+        """The best model so far to ``ckpt.pt``, the whole training state to ``last.pt`` (with ``out_dir``)."""
+        if self.checkpoint_path is not None and val_loss < self.best_val and self.ranks.is_main:
+            save_checkpoint(self.checkpoint_path, self.model, self.optimizer, train_config=self.config,
+                            tokenizer=self.tokenizer, step=step, val_loss=val_loss)
+        self.best_val = min(self.best_val, val_loss)
+        if self.resume_path is not None:                 # collective: every process sends its generators
+            generators = [state for rank_states in distributed.gather([g.get_state() for g in self.train_gens])
+                          for state in rank_states]
+            torch_rngs = distributed.gather(torch.get_rng_state())
+            if self.ranks.is_main:
+                _save_training_state(self.resume_path, self.config, self.data, self.model, self.optimizer,
+                                     self.scaler, generators, torch_rngs, self.history, self.step_losses.read(),
+                                     step=step, best_val=self.best_val)
 
-    if timed_start is not None and steps_done > skip:
-        timed_steps, timed_seconds = steps_done - skip, timed_end - timed_start - timed_eval_time
-    else:
-        timed_steps, timed_seconds = steps_done - start_step, timed_end - start
-    tokens = timed_steps * config.batch_size * config.grad_accum_steps * config.block_size
-    tokens_per_second = tokens / timed_seconds if timed_seconds > 0 and tokens > 0 else 0.0
-    peak = peak_flops(device, amp_dtype or torch.float32)
-    utilisation = (complexity.mfu(tokens_per_second / ranks.world_size, fpt, peak)       # per device
-                   if peak is not None and fpt is not None and tokens_per_second > 0 else None)
-    return TrainResult(
-        history=history, iter_losses=step_losses.read(),
-        final_val_loss=history["val_loss"][-1], best_val_loss=best_val,
-        tokens_per_second=tokens_per_second, flops_per_token=fpt, mfu=utilisation,
-        wall_time_s=time.perf_counter() - start, n_params=n_params, device=str(device),
-        dtype=str(amp_dtype or torch.float32).removeprefix("torch."),
-        checkpoint_path=str(checkpoint_path) if checkpoint_path and checkpoint_path.exists() else None,
-        stopped_early=stopped_early)
+    def finish(self, step: int, lr: float, stopped_early: bool) -> tuple[float, float]:
+        """End the timed span, evaluate the last step (unless that is done) and close the bar; returns
+        the end of the timed span and the evaluation time inside it."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        timed_end = time.perf_counter()
+        timed_eval_time = self.eval_time          # evaluations inside the timed span; the final one is after it
+        already_evaluated = bool(self.history["step"]) and self.history["step"][-1] == step   # a finished run, resumed
+        if not stopped_early and not already_evaluated:
+            self.evaluate(step, lr)
+        self.bar.close()
+        return timed_end, timed_eval_time
+
+    def throughput(self, steps_done: int, start_step: int, timed_end: float,
+                   timed_eval_time: float) -> tuple[float, float | None]:
+        """Tokens per second over the timed steps (evaluations left out), and the model FLOPs
+        utilisation per device against its peak (None where the peak or the model's FLOPs are unknown)."""
+        config = self.config
+        if self.timed_start is not None and steps_done > self.skip:
+            timed_steps, timed_seconds = steps_done - self.skip, timed_end - self.timed_start - timed_eval_time
+        else:
+            timed_steps, timed_seconds = steps_done - start_step, timed_end - self.start
+        tokens = timed_steps * config.batch_size * config.grad_accum_steps * config.block_size
+        tokens_per_second = tokens / timed_seconds if timed_seconds > 0 and tokens > 0 else 0.0
+        peak = peak_flops(self.device, self.amp_dtype or torch.float32)
+        fpt = self.flops_per_token
+        utilisation = (complexity.mfu(tokens_per_second / self.ranks.world_size, fpt, peak)       # per device
+                       if peak is not None and fpt is not None and tokens_per_second > 0 else None)
+        return tokens_per_second, utilisation
 
 
 # ----------------------------------------------------------------------------------------------
