@@ -216,3 +216,84 @@ def test_kernel_processes_share_one_memory_limit_and_nothing_runs_past_the_deadl
         assert not cgroup or not os.path.exists(cgroup)     # gone, and every process in it with it
 
     asyncio.run(run())
+
+
+def test_the_relay_drops_buffers_and_refuses_messages_over_its_caps():
+    from autograder.engine.relay import KEPT_FRAMES, MAX_FRAMES, MAX_JSON_VALUES, checked
+
+    signed = [b"sig", b'{"msg_id": "1"}', b"{}", b"{}", b'{"text": "hi"}']
+    honest = [b"grader", b"<IDS|MSG>", *signed]
+    assert checked(honest, 1000) == (honest, 0, None)                          # forwarded as it came
+    kept, dropped, refusal = checked([*honest, b"b" * 300, b"c" * 200], 1000)
+    assert (kept, dropped, refusal) == (honest, 500, None)                    # buffers dropped, charged
+    assert checked([*honest, b"b" * 2000], 1000)[2] == f"size {sum(map(len, honest)) + 2000}"
+    assert checked([*honest, *[b"."] * MAX_FRAMES], 10_000)[2] == f"frames {MAX_FRAMES + len(honest)}"
+    no_delimiter = [b"x"] * (KEPT_FRAMES + 3)
+    assert checked(no_delimiter, 1000) == (no_delimiter[:KEPT_FRAMES], 3, None)
+    empty_lists = b'{"a": [' + b",".join([b"[]"] * MAX_JSON_VALUES) + b"]}"
+    values = 3 + 1 + 1 + 3 + MAX_JSON_VALUES           # header (object, key, value), parent, metadata, content
+    assert checked([b"grader", b"<IDS|MSG>", *signed[:4], empty_lists], 1 << 30)[2] == f"values {values}"
+    assert checked([b"grader", b"<IDS|MSG>", *signed[:4], b"[" * 100_000], 1 << 30)[2].startswith("values ")
+
+
+# A learner's own cells that write on the kernel's IOPub socket directly (what a gap in the source check
+# would allow): one message of 48 frames of 16 MiB (768 MiB, all frames sharing one buffer), and one of
+# 5,000 one-byte frames; the cell then waits, so that the kernel is stopped while it runs.
+FRAMES_ATTACK = """
+import time
+_frames = [b"x", b"<IDS|MSG>", b"", b"{}", b"{}", b"{}", b"{}", *{buffers}]
+get_ipython().kernel.iopub_socket.send_multipart(_frames, copy=False)
+time.sleep(20)
+"""
+BIG_FRAMES = FRAMES_ATTACK.replace("{buffers}", "[bytes(16 << 20)] * 48")
+TINY_FRAMES = FRAMES_ATTACK.replace("{buffers}", '[b"."] * 5000')
+
+
+def _memory_kib(key: str) -> int:
+    line = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith(key + ":"))
+    return int(line.split()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's peak-memory reset")
+def test_a_kernel_flooding_frames_is_stopped_and_the_grader_stays_within_its_stated_memory(tmp_path):
+    import csv
+    import json
+    import shutil
+
+    from autograder.__main__ import main
+    from autograder.course.release import generate
+    from autograder.engine.relay import memory_bound_per_slot
+
+    course = tmp_path / "course"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "course", course)
+    generate(root=course)
+    solution = json.loads((course / "solutions" / "00-fixture" / "fixture.ipynb").read_text(encoding="utf-8"))
+    subs = tmp_path / "submissions"
+    for student, extra in (("honest", None), ("big", BIG_FRAMES), ("tiny", TINY_FRAMES)):
+        cells = list(solution["cells"])
+        if extra is not None:
+            cells.append({"cell_type": "code", "id": "mine", "metadata": {}, "source": extra, "outputs": [],
+                          "execution_count": None})
+        (subs / student).mkdir(parents=True)
+        (subs / student / "fixture.ipynb").write_text(json.dumps({**solution, "cells": cells}), encoding="utf-8")
+    out = tmp_path / "out"
+    patch = pytest.MonkeyPatch()
+    patch.setattr("autograder.engine.grade_one.enforce", lambda plan, assembly: [])  # let the hostile cells run
+    Path("/proc/self/clear_refs").write_text("5")         # the peak below is this grading's
+    before = _memory_kib("VmRSS")
+    try:
+        main(["--root", str(course), "grade", str(subs), "--assignment", "00-fixture", "--out", str(out),
+              "--jobs", "1", "--no-progress", "--timeout", "60", "--notebook-timeout", "120"])
+    finally:
+        patch.undo()
+    growth = (_memory_kib("VmHWM") - before) * 1024
+    assert growth < memory_bound_per_slot() < 768 << 20, f"{growth >> 20} MiB"  # 768 MiB never assembled
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        rows = {row["student"]: row for row in csv.DictReader(handle)}
+    assert rows["honest"]["fixture:test_softmax"] == "2" and rows["honest"]["fixture:test_scale"] == "1"
+    texts = {student: " ".join(path.read_text(encoding="utf-8", errors="replace")
+                               for path in out.rglob("*") if path.is_file() and student in path.parts)
+             for student in ("big", "tiny")}
+    assert "it sent a message larger than the grader accepts (768 MiB" in texts["big"]
+    assert "it sent a message of 5,007 parts, more than the grader accepts" in texts["tiny"]

@@ -10,10 +10,12 @@ limit) raises :class:`KernelStopped` with the reason. :meth:`SandboxedKernel.ask
 to the grading agent in the kernel (:mod:`course_runtime.agent`, installed as the handler of a
 message type of its own right after the kernel starts) and returns its raw answer.
 
-Everything the kernel sends is bounded: one message at most :data:`MAX_MESSAGE_BYTES`, at most
-:data:`QUEUED_MESSAGES` waiting per socket, and per notebook at most ``Limits.message_mb`` and
-``Limits.messages`` in all; past that the kernel is stopped, so a flood of output costs the grader
-neither memory nor the time of other learners. Those bounds rest on private parts of jupyter_client
+Everything the kernel sends is bounded: it reaches the grader through the kernel's relay
+(:mod:`autograder.engine.relay`, a process whose memory is the kernel's), which passes on one message of
+at most :data:`MAX_MESSAGE_BYTES` and :data:`KEPT_FRAMES` frames; at most :data:`QUEUED_MESSAGES` wait
+per socket, and per notebook at most ``Limits.message_mb`` and ``Limits.messages`` go through in all.
+Past a limit, or when the relay refuses a message or ends, the kernel is stopped with the reason, so a
+flood of output costs the grader neither memory nor the time of other learners. Those bounds rest on private parts of jupyter_client
 (a channel's ``_recv``, a client's ``_create_connected_socket``, a manager's ``_kernel_spec``):
 ``tests/test_jupyter_client_contract.py`` fails when an installed version no longer uses them, and
 ``pyproject.toml`` pins the versions it passed with.
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import hmac
 import itertools
 import json
 import os
@@ -48,24 +49,21 @@ from jupyter_client.manager import AsyncKernelManager
 from autograder.core.files import clean_text
 from autograder.core.limits import Limits
 from autograder.core.outcomes import CellOutcome
-from autograder.engine import forkserver, sandbox
+from autograder.engine import forkserver, relay, sandbox
+from autograder.engine.relay import KEPT_FRAMES, MAX_MESSAGE_BYTES, QUEUED_MESSAGES, SMALL_MESSAGE_BYTES
 from autograder.engine.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, SEALED, KernelSpec
 from course_runtime.agent import REPLY_TYPE, REQUEST_TYPE
 
-# The largest message the grader accepts from a kernel; a bigger one is refused, not buffered.
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-# Messages a socket may hold before the grader reads them (the kernel's sends block or drop beyond).
-QUEUED_MESSAGES = 4
-# The frames of one message the grader keeps: identities, delimiter, signature, header, parent header,
-# metadata, content; later ones (buffers, which the grader never uses) are charged and dropped.
-KEPT_FRAMES = 16
-# The largest header, parent header or metadata the grader parses (a kernel's own take under 1 KiB).
-MAX_HEADER_BYTES = 64 * 1024
 INSTALL_AGENT = "__import__('course_runtime.agent', fromlist=['install']).install()"
 INTERRUPT_GRACE_S = 5.0
 RECONNECT_MS = 5
 IOPUB_GRACE_S = 5.0
 SHUTDOWN_GRACE_S = 5.0
+# The characters of a cell's error message kept as its reason.
+MAX_REASON_CHARS = 20_000
+# How long a kernel whose relay lost its connection may take to be seen ending before it counts as
+# having sent a frame over the cap.
+LOST_GRACE_S = 1.0
 # The longest folder for the kernel's sockets (``<folder>/s-<n>`` must fit in a Unix socket address).
 _MAX_SOCKET_DIR = 90
 SANDBOX_SCRIPT = str(Path(sandbox.__file__).resolve())
@@ -119,53 +117,38 @@ class AgentError(Exception):
 
 
 class Budget:
-    """What one kernel may still send: bytes and messages, over all its sockets."""
+    """What one kernel may still send: bytes and messages, over all its sockets.
+
+    Attributes:
+        exceeded: the kernel must be stopped (over a limit, or refused by its relay).
+        reason: why, in words for the learner, once :attr:`exceeded` is set.
+    """
 
     def __init__(self, limits: Limits) -> None:
         self.bytes_left = limits.message_mb * 1024 * 1024
         self.messages_left = limits.messages
         self.exceeded = False
+        self.reason = ""
+        self._limits = limits
 
     def spend(self, size: int, messages: int = 1) -> None:
         """Charge ``size`` bytes and ``messages`` messages; past either limit, :attr:`exceeded` is set."""
         self.bytes_left -= size
         self.messages_left -= messages
-        if self.bytes_left < 0 or self.messages_left < 0:
-            self.exceeded = True
+        if (self.bytes_left < 0 or self.messages_left < 0) and not self.exceeded:
+            self.refuse(f"the kernel was stopped: it sent more than {self._limits.message_mb} MiB or "
+                        f"{self._limits.messages:,} messages of output")
 
-
-def _deserialize(session, frames: list[zmq.Frame]) -> dict:
-    """A Jupyter message from its frames, parsed as little as the grader needs.
-
-    Unlike ``Session.deserialize``, the header, parent header and metadata are refused above
-    :data:`MAX_HEADER_BYTES` and never searched for dates (jupyter_client turns every ISO date
-    string in them into a ``datetime``: seconds of the shared event loop for a header full of them),
-    each part must be a JSON object, and buffers are dropped (the grader uses none).
-
-    Raises:
-        ValueError: a malformed, unsigned, wrongly signed or oversized message.
-    """
-    _, parts = session.feed_identities(frames, copy=False)
-    if len(parts) < 5:
-        raise ValueError("a malformed message: fewer than 5 frames after the delimiter")
-    signature, *packed = (part.bytes for part in parts[:5])
-    if any(len(part) > MAX_HEADER_BYTES for part in packed[:3]):
-        raise ValueError(f"a message header larger than {MAX_HEADER_BYTES} bytes")
-    if session.auth is not None and not hmac.compare_digest(signature, session.sign(packed)):
-        raise ValueError("a message with a wrong signature")
-    header, parent, metadata, content = (session.unpack(part) for part in packed)
-    if not all(type(part) is dict for part in (header, parent, metadata, content)):
-        raise ValueError("a malformed message: its parts are not JSON objects")
-    if type(header.get("msg_id")) is not str or type(header.get("msg_type")) is not str:
-        raise ValueError("a malformed message: its header has no message id or type")
-    return {"header": header, "msg_id": header["msg_id"], "msg_type": header["msg_type"], "parent_header": parent,
-            "metadata": metadata, "content": content, "buffers": []}
+    def refuse(self, reason: str) -> None:
+        """The kernel must be stopped, for ``reason`` (the first reason given is kept)."""
+        if not self.exceeded:
+            self.exceeded, self.reason = True, reason
 
 
 class _CountedChannel(AsyncZMQSocketChannel):
     """A channel that charges every frame it receives to its kernel's :class:`Budget` as the frame
     arrives (a message of many frames sharing one buffer is never assembled first), keeps at most
-    :data:`KEPT_FRAMES` frames of a message and parses it with :func:`_deserialize`."""
+    :data:`KEPT_FRAMES` frames of a message and parses it with :func:`autograder.engine.relay.deserialize`."""
 
     budget: Budget | None = None
 
@@ -182,7 +165,7 @@ class _CountedChannel(AsyncZMQSocketChannel):
             del frame  # a dropped frame's memory goes back to zmq before the next one is read
         if self.budget is not None and self.budget.exceeded:
             raise OverflowError("the kernel sent more than its limit")
-        return _deserialize(self.session, frames)
+        return relay.deserialize(self.session, frames)
 
 
 class _Collector:
@@ -196,10 +179,10 @@ class _Collector:
         self.done = asyncio.Event()
 
     def add(self, kind: str, text: str) -> None:
-        text = clean_text(text)
         if self.truncated or not text:
             return
         room = self.limit - self.used
+        text = clean_text(str(text)[:room + 1])  # cut first: a message's text may be as large as the message
         if len(text) > room:
             text = text[:room] + f"\n[output truncated: more than {self.limit:,} characters]\n"
             self.truncated = True
@@ -241,7 +224,7 @@ class LimitedKernelClient(AsyncKernelClient):
 
         sock = self.context.socket(channel_socket_types[channel])
         sock.linger = 1000
-        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES if channel in ("shell", "iopub") else SMALL_MESSAGE_BYTES)
         sock.setsockopt(zmq.RCVHWM, QUEUED_MESSAGES)
         # The kernel binds its sockets a moment after this connects: retry every few milliseconds
         # instead of zmq's default 100 ms, which a warm kernel's start would mostly spend waiting.
@@ -278,6 +261,8 @@ class SandboxedKernel:
         self.kc: LimitedKernelClient | None = None
         self._collectors: dict[str, _Collector] = {}
         self._reader: asyncio.Task | None = None
+        self._relay: asyncio.subprocess.Process | None = None
+        self._relay_reader: asyncio.Task | None = None
         self._log = None
         self._own_shared: Path | None = None
         self.budget = Budget(limits)
@@ -292,11 +277,13 @@ class SandboxedKernel:
         Raises:
             KernelStopped: if it does not start, with the end of its log.
         """
-        shared = self.workdir / "k"
-        if len(str(shared)) > _MAX_SOCKET_DIR:  # Unix socket paths are limited to about 100 bytes
-            shared = Path(tempfile.mkdtemp(prefix="autograder-k-", dir="/tmp" if os.path.isdir("/tmp") else None))
-            self._own_shared = shared
+        sockets = self.workdir
+        if len(str(sockets / "k")) > _MAX_SOCKET_DIR:  # Unix socket paths are limited to about 100 bytes
+            sockets = Path(tempfile.mkdtemp(prefix="autograder-k-", dir="/tmp" if os.path.isdir("/tmp") else None))
+            self._own_shared = sockets
+        shared, grader_side = sockets / "k", sockets / "g"   # the kernel's sockets; the relay's, for the grader
         shared.mkdir(parents=True, exist_ok=True)
+        grader_side.mkdir(mode=0o700, exist_ok=True)
         learner_dir = self.workdir / "learner"
         (learner_dir / "tmp").mkdir(parents=True)
         new_root = self.workdir / "root"
@@ -330,7 +317,9 @@ class SandboxedKernel:
         try:
             await self.km.start_kernel(stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
                                        cwd=str(self.workdir))
+            grader_ip = await self._start_relay(grader_side)
             self.kc = self.km.client()
+            self.kc.ip = grader_ip
             self.kc.start_channels()
             for channel in (self.kc.shell_channel, self.kc.iopub_channel, self.kc.stdin_channel,
                             self.kc.control_channel):
@@ -349,6 +338,34 @@ class SandboxedKernel:
             raise KernelDidNotStart(f"the kernel did not start (the grading agent failed: {installed.reason})")
         self.deadline = time.monotonic() + self.limits.notebook_timeout
 
+    async def _start_relay(self, grader_side: Path) -> str:
+        """Start the kernel's relay (:mod:`autograder.engine.relay`) in the kernel's cgroup, binding the
+        grader's side of every channel in ``grader_side``; return the ipc address prefix to connect to."""
+        info = self.km.get_connection_info()
+        grader_ip = str(grader_side / "s")
+        argv = relay.command(info["ip"], grader_ip, info, cgroup=self.cgroup, memory_mb=self.limits.memory_mb)
+        self._relay = await asyncio.create_subprocess_exec(
+            *argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, start_new_session=True)
+        self._relay_reader = asyncio.ensure_future(self._read_relay(self._relay.stdout))
+        return grader_ip
+
+    async def _read_relay(self, reports: asyncio.StreamReader) -> None:
+        """Apply the relay's reports to the :class:`Budget`; once it ends, the kernel is stopped too."""
+        await relay.follow(reports, self.budget, self._connection_lost)
+        self.budget.refuse(self._memory_exhausted() or "the kernel was stopped: the process that relays its "
+                           f"messages ended (out of memory within the kernel's {self.limits.memory_mb} MiB, or killed)")
+
+    async def _connection_lost(self) -> None:
+        """The relay's connection to the kernel broke: a kernel that ended is reported as such by
+        :meth:`_reply`; one still running after :data:`LOST_GRACE_S` sent a frame over the cap."""
+        deadline = time.monotonic() + LOST_GRACE_S
+        while time.monotonic() < deadline:
+            if not await self._alive():
+                return
+            await asyncio.sleep(0.02)
+        self.budget.refuse(f"the kernel was stopped: it sent a message larger than the grader accepts "
+                           f"(at most {MAX_MESSAGE_BYTES >> 20} MiB)")
+
     def _make_cgroup(self) -> str:
         """The kernel's own memory cgroup (see :func:`autograder.engine.sandbox.make_cgroup`); "" where
         there is none, and then the memory limit applies to each of its processes alone."""
@@ -361,9 +378,10 @@ class SandboxedKernel:
 
     async def stop(self) -> None:
         """Stop the kernel and everything in its sandbox; safe to call more than once."""
-        if self._reader is not None:
-            self._reader.cancel()
-            self._reader = None
+        for reader in (self._reader, self._relay_reader):
+            if reader is not None:
+                reader.cancel()
+        self._reader = self._relay_reader = None
         if self.kc is not None:
             self.kc.stop_channels()
             self.kc = None
@@ -381,6 +399,13 @@ class SandboxedKernel:
                 if process is not None and process.poll() is None:
                     process.kill()
             await km.cleanup_resources()
+        if self._relay is not None:  # gone already with the kernel's cgroup, if it has one
+            process, self._relay = self._relay, None
+            try:
+                process.kill()
+            except ProcessLookupError:
+                pass
+            await process.wait()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -411,9 +436,8 @@ class SandboxedKernel:
         code = process.poll() if process is not None else None
         if code is None:
             return "the kernel stopped responding"
-        if self.cgroup and sandbox.cgroup_out_of_memory(self.cgroup):
-            return (f"the kernel stopped: its processes together used more than the memory limit "
-                    f"({self.limits.memory_mb} MiB)")
+        if self._memory_exhausted():
+            return self._memory_exhausted()
         if code < 0 or code > 128:
             number = -code if code < 0 else code - 128
             try:
@@ -423,6 +447,12 @@ class SandboxedKernel:
             return f"the kernel stopped: {why}"
         return (f"the kernel exited (status {code}): the code called exit(), sys.exit() in a thread, "
                 "os._exit() or similar")
+
+    def _memory_exhausted(self) -> str:
+        """Why the kernel stopped if its cgroup ran out of memory, else ""."""
+        if self.cgroup and sandbox.cgroup_out_of_memory(self.cgroup):
+            return f"the kernel stopped: its processes together used more than the memory limit ({self.limits.memory_mb} MiB)"
+        return ""
 
     # --- running code ---
 
@@ -449,9 +479,7 @@ class SandboxedKernel:
                 raise asyncio.TimeoutError
             if self.budget.exceeded:
                 await self.stop()
-                raise KernelStopped(
-                    f"the kernel was stopped: it sent more than {self.limits.message_mb} MiB or "
-                    f"{self.limits.messages:,} messages of output")
+                raise KernelStopped(self.budget.reason)
             try:
                 msg = await self.kc.shell_channel.get_msg(timeout=min(1.0, remaining))
             except Empty:
@@ -539,8 +567,7 @@ class SandboxedKernel:
     async def _check_budget(self) -> None:
         if self.budget.exceeded:
             await self.stop()
-            raise KernelStopped(f"the kernel was stopped: it sent more than {self.limits.message_mb} MiB "
-                                f"or {self.limits.messages:,} messages of output")
+            raise KernelStopped(self.budget.reason)
 
     async def ask(self, request: str, timeout: float) -> str:
         """Send one request to the grading agent in the kernel and return its answer (JSON text).
@@ -601,7 +628,8 @@ def _status_of(reply: dict) -> tuple[str, str]:
     if status == "ok":
         return "ok", ""
     if status == "error":
-        return "error", clean_text(f"{content.get('ename', 'Error')}: {content.get('evalue', '')}")
+        error = f"{str(content.get('ename', 'Error'))[:200]}: {str(content.get('evalue', ''))[:MAX_REASON_CHARS]}"
+        return "error", clean_text(error)
     return "error", f"the kernel answered {status!r}"
 
 

@@ -50,6 +50,8 @@ if TYPE_CHECKING:  # the launcher runs without the grading package (see forkserv
     from autograder.core.limits import Limits
 
 LEARNER_HOME = "/home/learner"
+# The threads of a kernel's relay (its own, zmq's I/O thread and reaper), counted in its cgroup's pids.max.
+RELAY_TASKS = 4
 # Unprivileged user ids for kernels: one per concurrent job, offset by the grader's PID so that two
 # grading runs on one machine do not share process limits.
 UID_BASE = 2_000_000
@@ -281,14 +283,16 @@ def cgroup_parent() -> tuple[str, int] | None:
 def make_cgroup(name: str, limits: Limits) -> str:
     """Create the memory cgroup ``name`` for one kernel, limited to ``limits.memory_mb`` for all its
     processes together (swap included where the kernel accounts it) and to ``limits.processes``
-    processes (version 2); "" where this machine has no cgroup for it (:func:`cgroup_parent`)."""
+    processes (version 2; plus :data:`RELAY_TASKS` for the kernel's relay, :mod:`autograder.engine.relay`,
+    which joins the cgroup so that what the kernel makes it hold is the kernel's); "" where this
+    machine has no cgroup for it (:func:`cgroup_parent`)."""
     parent = cgroup_parent()
     if parent is None:
         return ""
     folder, version = parent
     path = os.path.join(folder, name)
     size = str(limits.memory_mb * 1024 * 1024)
-    settings = ([("memory.max", size), ("memory.swap.max", "0"), ("pids.max", str(limits.processes))]
+    settings = ([("memory.max", size), ("memory.swap.max", "0"), ("pids.max", str(limits.processes + RELAY_TASKS))]
                 if version == 2 else [("memory.limit_in_bytes", size), ("memory.memsw.limit_in_bytes", size)])
     os.mkdir(path)
     for file, value in settings:
