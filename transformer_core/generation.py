@@ -457,62 +457,21 @@ def generate(
         torch.Size([1, 8])
     """
     idx = _check_prompt(idx, "generate")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-    _check_can_generate(model, "generate")
-    max_len = _max_len(model)
-    vocab_size = model.config.vocab_size
-    check_token_ids(idx, vocab_size, "generate: idx")       # once per call (on a GPU, one wait), not per step
-    _check_eos_token_id(eos_token_id, vocab_size, "generate")
-    batch_size, prompt_len = idx.shape
-    if src is not None and src.dim() == 2 and src.shape[0] != batch_size:
-        raise ValueError(f"generate: src has {src.shape[0]} rows but idx has {batch_size}; give one "
-                         f"target start per source")
+    max_len = _check_generate_request(model, idx, max_new_tokens, eos_token_id, src)
     if compile:
         _check_can_compile(model, src, attention_mask, use_cache)
-        if prompt_len + max_new_tokens - 1 > max_len:
-            advice = (f"ask for at most {max_len - prompt_len + 1} new tokens" if prompt_len <= max_len
-                      else f"shorten the prompt to at most {max_len} tokens")
-            warnings.warn(
-                f"generate(compile=...): the prompt ({prompt_len} tokens) and {max_new_tokens} new tokens do not fit "
-                f"in max_len={max_len}; once the context is full, each step re-runs the last {max_len} tokens "
-                f"without the cache, uncompiled (as compile=False does). To decode every step compiled, {advice}.",
-                stacklevel=3)
-    if attention_mask is not None:
-        if src is not None:
-            raise ValueError("generate: attention_mask is for left-padded prompts of a decoder-only model; "
-                             "an encoder-decoder model takes the source padding as src_mask")
-        if tuple(attention_mask.shape) != (batch_size, prompt_len):
-            raise ValueError(f"generate: attention_mask must have the prompt's shape {(batch_size, prompt_len)}, "
-                             f"got {tuple(attention_mask.shape)}")
-        attention_mask = attention_mask.to(device=idx.device, dtype=torch.long)
+        _warn_when_past_the_static_cache(idx.shape[1], max_new_tokens, max_len)
+    attention_mask = _checked_attention_mask(attention_mask, idx, src)
     was_training = model.training
     model.eval()
     try:
         forward = _decoder(model, src, src_mask)
-        tokens = idx
-        finished = torch.zeros(batch_size, dtype=torch.bool, device=idx.device)
-        cache = None
-        if use_cache and max_new_tokens > 0 and prompt_len <= max_len:
-            if compile:
-                cache = _static_cache(model, batch_size, idx.device)
-            else:    # the last generated token is never fed back, hence the - 1
-                cache = model.new_cache(batch_size, min(prompt_len + max_new_tokens - 1, max_len),
-                                        device=idx.device)
+        cache = _new_cache(model, idx, max_new_tokens, max_len, use_cache=use_cache, compile=compile)
         step = _compiled_step(model, compile, idx.device) if compile else None
-        next_input = tokens
+        tokens = next_input = idx
+        finished = torch.zeros(idx.shape[0], dtype=torch.bool, device=idx.device)
         for _ in range(max_new_tokens):
-            real = {} if attention_mask is None else {"attention_mask": attention_mask}
-            fits = cache is not None and cache.length + next_input.shape[1] <= cache.max_len   # host ints
-            if fits and step is not None and next_input.shape[1] == 1:      # a compiled decode step
-                logits = step(model, next_input, cache)                     # (B, 1, V)
-            elif fits:
-                logits = forward(next_input, cache=cache, **real)           # (B, T_new, V)
-            else:
-                cache = None
-                if attention_mask is not None:
-                    real = {"attention_mask": attention_mask[:, -max_len:]}
-                logits = forward(tokens[:, -max_len:], **real)              # (B, <=max_len, V)
+            logits, cache = _next_logits(model, forward, step, cache, tokens, next_input, attention_mask, max_len)
             next_token = sample_next_token(logits[:, -1, :], do_sample=do_sample, temperature=temperature,
                                            top_k=top_k, top_p=top_p, generator=generator)  # (B,)
             if eos_token_id is not None:
@@ -527,6 +486,103 @@ def generate(
         return tokens
     finally:
         model.train(was_training)
+
+
+def _check_generate_request(model, idx: torch.Tensor, max_new_tokens: int, eos_token_id: int | None,
+                            src: torch.Tensor | None) -> int:
+    """Check what :func:`generate` is asked for before anything runs; returns the model's ``max_len``.
+
+    Shapes:
+        idx ``(B, T)``; src ``(B, S)``.
+    """
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    _check_can_generate(model, "generate")
+    max_len = _max_len(model)
+    vocab_size = model.config.vocab_size
+    check_token_ids(idx, vocab_size, "generate: idx")       # once per call (on a GPU, one wait), not per step
+    _check_eos_token_id(eos_token_id, vocab_size, "generate")
+    batch_size = idx.shape[0]
+    if src is not None and src.dim() == 2 and src.shape[0] != batch_size:
+        raise ValueError(f"generate: src has {src.shape[0]} rows but idx has {batch_size}; give one "
+                         f"target start per source")
+    return max_len
+
+
+def _warn_when_past_the_static_cache(prompt_len: int, max_new_tokens: int, max_len: int) -> None:
+    """Warn (at :func:`generate`'s caller) that some steps of a compiled generation will run uncached
+    and uncompiled, because the context outgrows ``max_len``."""
+    if prompt_len + max_new_tokens - 1 <= max_len:
+        return
+    advice = (f"ask for at most {max_len - prompt_len + 1} new tokens" if prompt_len <= max_len
+              else f"shorten the prompt to at most {max_len} tokens")
+    warnings.warn(
+        f"generate(compile=...): the prompt ({prompt_len} tokens) and {max_new_tokens} new tokens do not fit "
+        f"in max_len={max_len}; once the context is full, each step re-runs the last {max_len} tokens "
+        f"without the cache, uncompiled (as compile=False does). To decode every step compiled, {advice}.",
+        stacklevel=4)      # this function, generate, torch.no_grad's wrapper, the caller
+
+
+def _checked_attention_mask(attention_mask: torch.Tensor | None, idx: torch.Tensor,
+                            src: torch.Tensor | None) -> torch.Tensor | None:
+    """The left-padding mask of a decoder-only model's prompts as ``long`` on the prompts' device.
+
+    Shapes:
+        attention_mask and idx ``(B, T)``.
+    """
+    if attention_mask is None:
+        return None
+    if src is not None:
+        raise ValueError("generate: attention_mask is for left-padded prompts of a decoder-only model; "
+                         "an encoder-decoder model takes the source padding as src_mask")
+    if tuple(attention_mask.shape) != tuple(idx.shape):
+        raise ValueError(f"generate: attention_mask must have the prompt's shape {tuple(idx.shape)}, "
+                         f"got {tuple(attention_mask.shape)}")
+    return attention_mask.to(device=idx.device, dtype=torch.long)
+
+
+def _new_cache(model, idx: torch.Tensor, max_new_tokens: int, max_len: int, *, use_cache: bool,
+               compile: bool | str):
+    """The KV cache :func:`generate` fills, or None when it runs uncached from the start (no cache asked
+    for, nothing to generate, or a prompt longer than ``max_len``): a static cache over ``max_len`` to
+    compile against, else one just large enough.
+
+    Shapes:
+        idx ``(B, T)``.
+    """
+    batch_size, prompt_len = idx.shape
+    if not use_cache or max_new_tokens == 0 or prompt_len > max_len:
+        return None
+    if compile:
+        return _static_cache(model, batch_size, idx.device)
+    # the last generated token is never fed back, hence the - 1
+    return model.new_cache(batch_size, min(prompt_len + max_new_tokens - 1, max_len), device=idx.device)
+
+
+def _next_logits(model, forward, step, cache, tokens: torch.Tensor, next_input: torch.Tensor,
+                 attention_mask: torch.Tensor | None, max_len: int):
+    """The logits of one generation step by the fastest path that applies: a compiled decode step or
+    the KV cache while the context fits in the cache; else the whole context cropped to its last
+    ``max_len`` tokens, and no cache from then on.
+
+    Returns:
+        ``(logits, cache)``: the logits of the positions run, and the cache for the next step (None
+        once it no longer fits).
+
+    Shapes:
+        tokens ``(B, T)`` (the whole context); next_input ``(B, T_new)`` (its tokens not in the cache
+        yet); attention_mask ``(B, T)``; logits ``(B, T_new, V)`` from the cache, else
+        ``(B, min(T, max_len), V)``.
+    """
+    real = {} if attention_mask is None else {"attention_mask": attention_mask}
+    fits = cache is not None and cache.length + next_input.shape[1] <= cache.max_len   # host ints
+    if fits and step is not None and next_input.shape[1] == 1:      # a compiled decode step
+        return step(model, next_input, cache), cache                # (B, 1, V)
+    if fits:
+        return forward(next_input, cache=cache, **real), cache
+    if attention_mask is not None:
+        real = {"attention_mask": attention_mask[:, -max_len:]}
+    return forward(tokens[:, -max_len:], **real), None
 
 
 class BeamHypothesis(NamedTuple):
