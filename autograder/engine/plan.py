@@ -448,87 +448,133 @@ def assemble(plan: NotebookPlan, learner) -> Assembly:
     Returns:
         The cells to run, the notes for feedback and how many course cells were found.
     """
-    by_key = {c.key: c for c in plan.cells}
-    solution_keys = {c.key for c in plan.cells if c.kind in (SOLUTION, MANUAL)}
-    free_by_source = {}
-    for c in plan.cells:
-        if c.kind in (FREE, DEMO):
-            for source in (c.source, *plan.variants.get(c.key, ())):
-                free_by_source.setdefault(_without_ref(source), c.key)
-    notes: list[str] = []
-    answers: dict[str, str] = {}
-    edited_free: dict[str, str] = {}
-    extra: dict[str | None, list] = {}
-    seen: set[str] = set()
-    anchor: str | None = None
-    matched = 0
+    found = _LearnerCells(plan)
     for cell in learner.cells:
-        key = _learner_key(cell, plan, solution_keys)
-        if key is None and not cell.get("metadata", {}).get("nbgrader"):
-            candidate = cell.get("id")
-            if candidate not in by_key or by_key[candidate].kind not in (FREE, DEMO):
-                candidate = free_by_source.get(_without_ref(str(cell.get("source", ""))))
-            if candidate is not None and candidate not in seen:
-                seen.add(candidate)
-                anchor = candidate
-                if cell.get("cell_type") == by_key[candidate].cell_type:
-                    edited_free[candidate] = cell.get("source", "")
-                continue
-        if key is not None and key not in seen:
-            seen.add(key)
-            matched += 1
-            anchor = key
-            expected = by_key[key]
-            if expected.kind in (SOLUTION, MANUAL):
-                if cell.get("cell_type") == expected.cell_type:
-                    answers[key] = cell.get("source", "")
-                else:
-                    notes.append(f"Your cell `{key}` was changed from {expected.cell_type} to "
-                                 f"{cell.get('cell_type')}; the blank released cell was graded instead.")
-            elif (cell.get("cell_type") != expected.cell_type
-                  or cell.get("source", "").strip() != expected.released.strip()):
-                notes.append(f"The course cell `{key}` was changed in your notebook; the original was used.")
-            continue
-        if key is not None:
-            notes.append(f"Your notebook has the cell `{key}` more than once; only the first copy counts.")
-            if by_key[key].kind not in (SOLUTION, MANUAL):
-                continue
-        elif cell.get("metadata", {}).get("nbgrader"):
-            notes.append("A cell with nbgrader metadata that does not belong to this assignment was "
-                         "run as your own code.")
-        if cell.get("cell_type") == "code":
-            extra.setdefault(anchor, []).append(cell)
+        found.read(cell)
+    cells, learner_code = _rebuild(plan, found)
+    return Assembly(cells, found.notes, found.matched, learner_code)
 
+
+class _LearnerCells:
+    """What a learner's notebook holds, read cell by cell against the plan (the first step of
+    :func:`assemble`): the answers in its solution and written cells, its versions of free course
+    cells, and its own code cells, each kept after the course cell it follows.
+
+    Args:
+        plan: the instructor's notebook.
+    """
+
+    def __init__(self, plan: NotebookPlan) -> None:
+        self.plan = plan
+        self.by_key = {c.key: c for c in plan.cells}
+        self.solution_keys = {c.key for c in plan.cells if c.kind in (SOLUTION, MANUAL)}
+        self.free_by_source: dict[str, str] = {}     # a free or demo course cell's source (any edition) -> its key
+        for c in plan.cells:
+            if c.kind in (FREE, DEMO):
+                for source in (c.source, *plan.variants.get(c.key, ())):
+                    self.free_by_source.setdefault(_without_ref(source), c.key)
+        self.notes: list[str] = []
+        self.answers: dict[str, str] = {}            # a solution or written cell's key -> the learner's source
+        self.edited_free: dict[str, str] = {}        # a free course cell's key -> the learner's version of it
+        self.extra: dict[str | None, list] = {}      # the course cell they follow (None: the start) -> own code cells
+        self.seen: set[str] = set()
+        self.anchor: str | None = None               # the last course cell read
+        self.matched = 0                             # course cells found by their grade id
+
+    def read(self, cell) -> None:
+        """Take in the learner's next cell (an nbformat cell)."""
+        key = _learner_key(cell, self.plan, self.solution_keys)
+        nbgrader = cell.get("metadata", {}).get("nbgrader")
+        if key is None and not nbgrader and self._read_free_cell(cell):
+            return
+        if key is not None and key not in self.seen:
+            self._read_graded_cell(cell, key)
+            return
+        if key is not None:
+            self.notes.append(f"Your notebook has the cell `{key}` more than once; only the first copy counts.")
+            if self.by_key[key].kind not in (SOLUTION, MANUAL):
+                return
+        elif nbgrader:
+            self.notes.append("A cell with nbgrader metadata that does not belong to this assignment was "
+                              "run as your own code.")
+        if cell.get("cell_type") == "code":
+            self.extra.setdefault(self.anchor, []).append(cell)
+
+    def _read_free_cell(self, cell) -> bool:
+        """Whether ``cell`` is a free course cell not read before (by its id, else by its source); it
+        then anchors the learner's cells that follow, and a version of the same type is kept."""
+        candidate = cell.get("id")
+        if candidate not in self.by_key or self.by_key[candidate].kind not in (FREE, DEMO):
+            candidate = self.free_by_source.get(_without_ref(str(cell.get("source", ""))))
+        if candidate is None or candidate in self.seen:
+            return False
+        self.seen.add(candidate)
+        self.anchor = candidate
+        if cell.get("cell_type") == self.by_key[candidate].cell_type:
+            self.edited_free[candidate] = cell.get("source", "")
+        return True
+
+    def _read_graded_cell(self, cell, key: str) -> None:
+        """The first copy of the course cell ``key``: an answer is kept if the cell kept its type; a
+        changed course cell is noted (the original runs)."""
+        self.seen.add(key)
+        self.matched += 1
+        self.anchor = key
+        expected = self.by_key[key]
+        if expected.kind in (SOLUTION, MANUAL):
+            if cell.get("cell_type") == expected.cell_type:
+                self.answers[key] = cell.get("source", "")
+            else:
+                self.notes.append(f"Your cell `{key}` was changed from {expected.cell_type} to "
+                                  f"{cell.get('cell_type')}; the blank released cell was graded instead.")
+        elif (cell.get("cell_type") != expected.cell_type
+              or cell.get("source", "").strip() != expected.released.strip()):
+            self.notes.append(f"The course cell `{key}` was changed in your notebook; the original was used.")
+
+
+def _rebuild(plan: NotebookPlan, found: _LearnerCells) -> tuple[list[RunCell], list[str]]:
+    """The second step of :func:`assemble`: the plan's cells in order, each with what the learner's
+    notebook gives for it, and the learner's own code cells after the course cell they followed.
+
+    Returns:
+        The cells to run, and the learner's code among them.
+    """
     cells: list[RunCell] = []
     learner_code: list[str] = []
 
     def add_extra(after: str | None) -> None:
-        for cell in extra.get(after, []):
+        for cell in found.extra.get(after, []):
             cells.append(RunCell(FREE, None, "code", cell.source, cell.source, 0.0, "yours"))
             learner_code.append(cell.source)
 
     add_extra(None)
     for c in plan.cells:
-        if c.kind in (SOLUTION, MANUAL):
-            if c.key in answers:
-                answer = answers[c.key]
-                cells.append(RunCell(c.kind, c.key, c.cell_type, answer, answer, c.points, "yours"))
-                learner_code.append(answers[c.key])
-            else:
-                if c.key not in seen:
-                    notes.append(f"Your notebook has no cell `{c.key}`; the blank released cell was graded.")
-                cells.append(RunCell(c.kind, c.key, c.cell_type, c.released, c.released, c.points, "released"))
-        elif c.kind == DEMO:
-            pass                                   # learners run it; grading does not
-        elif c.kind == FREE and c.key in edited_free:
-            source = edited_free[c.key]
-            cells.append(RunCell(FREE, c.key, c.cell_type, source, source, 0.0, "yours"))
-            if not plan.is_course_source(c.key, source):
-                learner_code.append(source)
-        else:
-            if c.kind == TEST and c.key not in seen:
-                notes.append(f"The test cell `{c.key}` was missing from your notebook; it was put back and run.")
-            shown = strip_hidden_region(c.source)[0] if c.kind == TEST else c.source
-            cells.append(RunCell(c.kind, c.key, c.cell_type, c.source, shown, c.points, "course"))
+        cell, own_code = _planned_cell(plan, c, found)
+        if cell is not None:
+            cells.append(cell)
+        if own_code is not None:
+            learner_code.append(own_code)
         add_extra(c.key)
-    return Assembly(cells, notes, matched, learner_code)
+    return cells, learner_code
+
+
+def _planned_cell(plan: NotebookPlan, c: PlanCell, found: _LearnerCells) -> tuple[RunCell | None, str | None]:
+    """The cell to run for the plan's cell ``c`` (None for a demo cell, which learners run and grading
+    does not), and its source when it is the learner's code."""
+    if c.kind in (SOLUTION, MANUAL):
+        if c.key in found.answers:
+            answer = found.answers[c.key]
+            return RunCell(c.kind, c.key, c.cell_type, answer, answer, c.points, "yours"), answer
+        if c.key not in found.seen:
+            found.notes.append(f"Your notebook has no cell `{c.key}`; the blank released cell was graded.")
+        return RunCell(c.kind, c.key, c.cell_type, c.released, c.released, c.points, "released"), None
+    if c.kind == DEMO:
+        return None, None
+    if c.kind == FREE and c.key in found.edited_free:
+        source = found.edited_free[c.key]
+        return (RunCell(FREE, c.key, c.cell_type, source, source, 0.0, "yours"),
+                None if plan.is_course_source(c.key, source) else source)
+    if c.kind == TEST and c.key not in found.seen:
+        found.notes.append(f"The test cell `{c.key}` was missing from your notebook; it was put back and run.")
+    shown = strip_hidden_region(c.source)[0] if c.kind == TEST else c.source
+    return RunCell(c.kind, c.key, c.cell_type, c.source, shown, c.points, "course"), None
