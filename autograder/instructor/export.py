@@ -521,12 +521,7 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
             a manual-scores file that does not fit the results.
     """
     out_dir = Path(out_dir)
-    if fmt not in FORMATS:
-        raise UsageError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if missing not in ("blank", "zero"):
-        raise UsageError(f"--missing {missing!r}: choose blank or zero")
-    if moodle_id not in ("email", "idnumber"):
-        raise UsageError(f"--moodle-id {moodle_id!r}: choose email or idnumber")
+    _check_options(fmt, missing, moodle_id)
     saved = saved_policy(out_dir) if late_policy is None else None
     if saved is not None:
         late_policy, due = saved[0], due if due is not None else saved[1]
@@ -549,25 +544,8 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
     matching = match_roster(roster, learners) if roster else roster_from_results(learners)
     max_scores = {r.assignment: r.max_score for r in results if r.graded and r.max_score is not None}
     columns = cell_columns(results)
-    cache: dict[tuple[str, str], Grade] = {}
-
-    def grades(learner: Learner | None, assignment: str) -> Grade:
-        key = (learner.key if learner else "", assignment)
-        if learner is None or key not in cache:
-            grade = grade_of(learner.results.get(assignment) if learner else None, due=due_at, policy=policy,
-                             missing=missing)
-            if learner is None:
-                return grade
-            cache[key] = grade
-        return cache[key]
-
-    for entry, matched in matching.rows:
-        if len(matched) > 1:
-            warnings.append(f"{entry.name} (roster line {entry.line}) matches several learners: "
-                            f"{', '.join(m.key for m in matched)}; the first is exported, the others are listed "
-                            "as not on the roster")
-            matching.unmatched += [(m, f"a second learner for roster entry {entry.name}") for m in matched[1:]]
-            del matched[1:]
+    grades = _Grades(due_at, policy, missing)
+    warnings += _first_match_only(matching)
     output = Path(output) if output else out_dir / f"export-{fmt}.csv"
     if fmt == "plain":
         rows = _plain_rows([(e.name, e.lms_id, m[0] if m else None) for e, m in matching.rows], chosen, columns,
@@ -575,24 +553,9 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
     else:
         rows = _lms_rows(fmt, matching, roster, chosen, grades, max_scores, column_names or {}, moodle_id,
                          omit_ungraded)
-        if fmt == "canvas":
-            warnings += _canvas_column_warnings(chosen, roster, column_names or {})
-        empty = sum(1 for _, m in matching.rows if not any(grades(m[0] if m else None, a).score is not None
-                                                          for a in chosen))
-        if fmt == "moodle" and empty and not omit_ungraded:
-            warnings.append(f"{empty} row(s) have no grade: Moodle imports an empty cell as \"no grade\", which "
-                            "clears a grade already entered in Moodle; pass --omit-ungraded to leave them out")
-        elif omit_ungraded and empty:
-            warnings.append(f"{empty} learner(s) without a grade were left out of the file (--omit-ungraded)")
+        warnings += _lms_warnings(fmt, matching, roster, chosen, grades, column_names or {}, omit_ungraded)
     write_atomically(output, _csv_bytes(rows))
-    unmatched_file = None
-    if matching.unmatched:
-        unmatched_file = output.with_name(f"{output.stem}-not-on-roster.csv")
-        extra = _plain_rows([(x.name, x.lms_id, x) for x, _ in matching.unmatched], chosen, columns, grades)
-        extra[0].append("why")
-        for row, (_, why) in zip(extra[1:], matching.unmatched):
-            row.append(why)
-        write_atomically(unmatched_file, _csv_bytes(extra))
+    unmatched_file = _write_not_on_roster(output, matching, chosen, columns, grades)
     exported = [grades(m[0] if m else None, a) for _, m in matching.rows for a in chosen]
     return ExportReport(output, roster.kind if roster else "none (every learner with a result)",
                         len(matching.rows), sum(g.standing is Standing.MISSING for g in exported),
@@ -601,3 +564,75 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
                         sum(g.standing is Standing.NOT_GRADED for g in exported),
                         [(x.key, why) for x, why in matching.unmatched], unmatched_file,
                         matching.by_id, matching.by_name, manual_line, warnings)
+
+
+def _check_options(fmt: str, missing: str, moodle_id: str) -> None:
+    """Refuse an option of :func:`export` that has no meaning, naming the choices."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    if missing not in ("blank", "zero"):
+        raise UsageError(f"--missing {missing!r}: choose blank or zero")
+    if moodle_id not in ("email", "idnumber"):
+        raise UsageError(f"--moodle-id {moodle_id!r}: choose email or idnumber")
+
+
+class _Grades:
+    """Each learner's exported grade of an assignment (:func:`grade_of`), worked out once; the grade of
+    a roster entry without a learner (``None``) follows ``missing``."""
+
+    def __init__(self, due_at, policy: LatePolicy, missing: str) -> None:
+        self.due_at, self.policy, self.missing = due_at, policy, missing
+        self.cache: dict[tuple[str, str], Grade] = {}
+
+    def __call__(self, learner: Learner | None, assignment: str) -> Grade:
+        if learner is None:
+            return grade_of(None, due=self.due_at, policy=self.policy, missing=self.missing)
+        key = (learner.key, assignment)
+        if key not in self.cache:
+            self.cache[key] = grade_of(learner.results.get(assignment), due=self.due_at, policy=self.policy,
+                                       missing=self.missing)
+        return self.cache[key]
+
+
+def _first_match_only(matching: Matching) -> list[str]:
+    """Keep the first learner a roster entry matches; list the others as not on the roster. Returns
+    the warnings that say so."""
+    warnings = []
+    for entry, matched in matching.rows:
+        if len(matched) > 1:
+            warnings.append(f"{entry.name} (roster line {entry.line}) matches several learners: "
+                            f"{', '.join(m.key for m in matched)}; the first is exported, the others are listed "
+                            "as not on the roster")
+            matching.unmatched += [(m, f"a second learner for roster entry {entry.name}") for m in matched[1:]]
+            del matched[1:]
+    return warnings
+
+
+def _lms_warnings(fmt: str, matching: Matching, roster: Roster | None, chosen: list[str], grades: _Grades,
+                  column_names: dict[str, str], omit_ungraded: bool) -> list[str]:
+    """What an instructor should know before importing a Canvas or Moodle file: columns Canvas will not
+    recognise, and rows without a grade (which Moodle imports as clearing one)."""
+    warnings = _canvas_column_warnings(chosen, roster, column_names) if fmt == "canvas" else []
+    empty = sum(1 for _, m in matching.rows if not any(grades(m[0] if m else None, a).score is not None
+                                                      for a in chosen))
+    if fmt == "moodle" and empty and not omit_ungraded:
+        warnings.append(f"{empty} row(s) have no grade: Moodle imports an empty cell as \"no grade\", which "
+                        "clears a grade already entered in Moodle; pass --omit-ungraded to leave them out")
+    elif omit_ungraded and empty:
+        warnings.append(f"{empty} learner(s) without a grade were left out of the file (--omit-ungraded)")
+    return warnings
+
+
+def _write_not_on_roster(output: Path, matching: Matching, chosen: list[str], columns: list[str],
+                         grades: _Grades) -> Path | None:
+    """Write the learners with results whom the roster does not list, with why, next to ``output``
+    (``<name>-not-on-roster.csv``); returns that file, or None when there are none."""
+    if not matching.unmatched:
+        return None
+    unmatched_file = output.with_name(f"{output.stem}-not-on-roster.csv")
+    extra = _plain_rows([(x.name, x.lms_id, x) for x, _ in matching.unmatched], chosen, columns, grades)
+    extra[0].append("why")
+    for row, (_, why) in zip(extra[1:], matching.unmatched):
+        row.append(why)
+    write_atomically(unmatched_file, _csv_bytes(extra))
+    return unmatched_file
