@@ -334,7 +334,7 @@ async def _preflight(plans, workdir: Path, limits: Limits) -> None:
             install of the course points at another checkout): otherwise every submission would wait
             out its time-outs before anything said why.
     """
-    from autograder.engine.runner import PreflightError, preflight
+    from autograder.engine.preflight import PreflightError, preflight
 
     for index, plan in enumerate(plans):
         imports = [statement for notebook in plan.notebooks.values() for statement in notebook.imports]

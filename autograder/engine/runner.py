@@ -28,14 +28,13 @@ import atexit
 import itertools
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from queue import Empty
 
@@ -632,49 +631,3 @@ def _status_of(reply: dict) -> tuple[str, str]:
         return "error", clean_text(error)
     return "error", f"the kernel answered {status!r}"
 
-
-class PreflightError(Exception):
-    """The grading kernel cannot run what an assignment needs; the message gives the cause and the fix."""
-
-
-PREFLIGHT_TIMEOUT_S = 25.0
-
-
-async def preflight(workdir: Path, limits: Limits, library: tuple[str, ...], imports: list[str]) -> None:
-    """Start one kernel the way grading will and run the assignment's imports in it, so that a broken
-    set-up is reported before the first submission instead of after every submission's time-outs.
-
-    Args:
-        workdir: an empty folder of the grader's for this kernel.
-        limits: the grading limits (the start-up time is capped at :data:`PREFLIGHT_TIMEOUT_S`).
-        library: the reference modules the assignment's kernels mount.
-        imports: the import statements of the assignment's course cells.
-
-    Raises:
-        PreflightError: one line: what failed and what to do.
-    """
-    quick = replace(limits, startup_timeout=min(limits.startup_timeout, PREFLIGHT_TIMEOUT_S))
-    kernel = SandboxedKernel(Path(workdir), quick, 0, library=library)
-    try:
-        try:
-            await kernel.start()
-        except KernelStopped as error:
-            raise PreflightError(preflight_fix(str(error))) from None
-        outcome = await kernel.run("\n".join(dict.fromkeys(imports)) or "pass", PREFLIGHT_TIMEOUT_S)
-        if not outcome.ok:
-            raise PreflightError(preflight_fix(f"the assignment's imports failed in the kernel: {outcome.reason}"))
-    finally:
-        await kernel.stop()
-
-
-def preflight_fix(cause: str) -> str:
-    """``cause`` and the fix, on one line."""
-    cause = " ".join(cause.split())[:400]
-    if re.search(r"No module named '?(course_runtime|transformer_core|ipykernel|autograder)", cause):
-        fix = ("this Python cannot give the kernel the course's packages: run `make setup` (or `pip install -e .` "
-               "in the course's folder) with the Python you grade with, then grade again")
-    elif "No module named" in cause:
-        fix = "install the missing package into the Python you grade with, then grade again"
-    else:
-        fix = "check that `python -m autograder validate` works on the released exercise, then grade again"
-    return f"the grading kernel does not work: {cause}. Fix: {fix}."

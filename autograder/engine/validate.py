@@ -156,6 +156,11 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
         raise UsageError(f"validate runs your notebook in a kernel of its own and needs {', '.join(missing)}; "
                          f"install them with `{_validate_install_command()}` (on Colab, in a cell: `%` "
                          "before `pip`), then run validate again")
+    from autograder.engine.preflight import checkout_problem, preflight_fix
+
+    problem = checkout_problem()
+    if problem is not None:                    # the set-up, not the notebook: never a failed test of the learner's
+        raise UsageError(f"validate cannot run notebooks with this Python, whatever they hold: {problem}")
     plan, origin = _validation_plan(path, assignment, Path(root))
     name = plan.name
     try:
@@ -193,7 +198,7 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
                 await referee.close()
 
     from autograder.engine.referee import RefereeError
-    from autograder.engine.runner import KernelStopped, preflight_fix
+    from autograder.engine.runner import KernelStopped
 
     try:
         outcomes = asyncio.run(run())
