@@ -13,6 +13,7 @@ from conftest import fake_main, in_process_referee
 import torch
 
 from autograder.core.outcomes import CellOutcome, Failure, Verdict
+from autograder.engine.disclosure import shown_test_reason
 from autograder.engine.grade_one import in_learners_language
 from autograder.engine.plan import TEST, RunCell
 from autograder.engine.referee import public_view
@@ -263,3 +264,15 @@ def test_a_chinese_learner_reads_a_visible_failure_from_its_fields():
     message = "causal_mask(4) is wrong at [0, 1]: it says True, expected False."
     shown = _chinese_outcome(Verdict(Failure.VISIBLE, "AssertionError", message, hint="mask the future"))
     assert shown == "AssertionError: causal_mask(4) 在 [0, 1] 处有误：值为 True，应为 False。\n提示：mask the future"
+
+
+def test_an_exception_of_the_learners_code_borrows_no_authors_words(notebook):
+    referee, main = notebook
+    # the learner's exception copies the visible test's template and hint: which one it copies could
+    # carry a hidden test's data, so after a hidden test nothing of it is shown
+    main.explode = lambda x: (_ for _ in ()).throw(ValueError("got 1\nHint: multiply by two"))
+    verdict = referee.run_test("y = explode(torch.ones(1))\nassert y == 2, f'got {y}'\nprint('multiply by two')")
+    assert (verdict.exception, verdict.message, verdict.hint) == ("ValueError", "got 1", "multiply by two")
+    assert (verdict.words, verdict.hint_written) == (None, False)
+    assert shown_test_reason(verdict, after_hidden=True).startswith("ValueError (its message is not shown")
+    assert shown_test_reason(verdict, after_hidden=False) == "ValueError: got 1\nHint: multiply by two"

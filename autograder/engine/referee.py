@@ -239,6 +239,8 @@ def visible_failure(error: BaseException, source: str, failure: Failure = Failur
     """The verdict on an exception a test cell raised outside its hidden parts (``failure`` is
     ``Failure.TEST`` for the grader's refusal of a hidden part): its class, its message and its hint
     line apart, and the words of the cell's visible part (:class:`AuthorsWords`) that the message is.
+    An exception of the learner's code names none: its text is the learner's to choose, and picking
+    which of the author's templates or hints it matches would say something once hidden tests ran.
 
     Args:
         error: what the test raised.
@@ -254,10 +256,12 @@ def visible_failure(error: BaseException, source: str, failure: Failure = Failur
     except Exception:
         text = ""
     message, has_hint, hint = text.partition(HINT_LINE)
+    hint = hint[:MAX_REASON_CHARS] if has_hint else None
+    if isinstance(error, remote.LearnerError):   # its text is the learner's code's: no author's words in it
+        return Verdict(failure, type(error).__name__, message[:MAX_REASON_CHARS], hint=hint)
     words = AuthorsWords(public_view(source))
-    return Verdict(failure, type(error).__name__, message[:MAX_REASON_CHARS],
-                   hint=hint[:MAX_REASON_CHARS] if has_hint else None, words=words.words_for(message),
-                   hint_written=bool(has_hint) and hint in words.literals)
+    return Verdict(failure, type(error).__name__, message[:MAX_REASON_CHARS], hint=hint,
+                   words=words.words_for(message), hint_written=has_hint and hint in words.literals)
 
 
 class AuthorsWords:
