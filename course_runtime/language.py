@@ -21,8 +21,8 @@ installed on the system, or on Colab one fetched once; without one the figures s
 than show empty boxes, and :func:`install` says so in Chinese, with the fix), ipywidgets labels when a
 widget is made or relabelled (``interact`` names a slider after its keyword), tqdm progress bars'
 descriptions, and the traceback of a failed ``assert`` in IPython. Figure text that the code keeps
-in a variable is translated the same way, when it is drawn; ``course_runtime/viz.py`` lists the
-chapters' such strings (``CHAPTER_FIGURE_TEXT``) so that they get entries in ``figures.po``. Loaded
+in a variable is translated the same way, when it is drawn (``python -m autograder i18n update`` follows
+such variables to find it, see ``autograder/course/i18n/runtime_text.py``). Loaded
 as an IPython extension (``%load_ext course_runtime.language``), it installs itself for the
 language in force.
 
@@ -189,14 +189,16 @@ class Catalogue:
         self.patterns.sort(key=lambda p: -len(p[0].pattern))
 
     def lookup(self, text: str) -> str | None:
-        """The translation of all of ``text`` (spaces around it aside), or None."""
+        """The translation of all of ``text`` (spaces around it aside), or None. A pattern's filled-in
+        values are looked up in turn (a message made of messages: ``"{where}, line {n}: {why}"``)."""
         text = text.strip()
         if text in self.exact:
             return self.exact[text]
         for regex, names, template in self.patterns:
             match = regex.fullmatch(text)
             if match:
-                values = {name: self.exact.get(value, value) for name, value in zip(names, match.groups())}
+                values = {name: self.lookup(value) or value if value.strip() != text else value
+                          for name, value in zip(names, match.groups())}
                 return re.sub(r"\{\{|\}\}|\{([^{}]+)\}",
                               lambda m: values.get(m.group(1), m.group(0)) if m.group(1) else m.group(0)[0],
                               template)

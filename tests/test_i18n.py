@@ -369,8 +369,24 @@ def test_a_chinese_exercise_that_fails_a_visible_test_says_why_in_chinese(tmp_pa
     path = tmp_path / "self_attention.ipynb"
     path.write_text(json.dumps(nb), encoding="utf-8")
     ok, lines = validate(path, root=ROOT)
-    failure = next(line for line in lines if line.startswith("FAILED  test_attention_scores"))
+    failure = next(line for line in lines if line.startswith("未通过  test_attention_scores"))
     assert not ok and re.search(r"[\u4e00-\u9fff]", failure), failure
+    # every line validate prints is Chinese: the report's head, the verdicts, the verdict line
+    assert lines[0].startswith("正在检查") and lines[-1] == "还没准备好：见上文", lines
+    left = [run for line in lines for run in reader_checks.english_runs(re.sub(r"`[^`]*`", " ", line))]
+    assert not left, left
+
+
+def test_validate_points_a_chinese_learner_at_the_chinese_exercise():
+    """The verdict that says which exercise to download names zh/exercises for a Chinese notebook (issue 29)."""
+    from autograder.engine.validate import _repaired_but_passing
+    from course_runtime.language import translate_message
+
+    english = _repaired_but_passing(2, "02-self-attention", "self_attention", ROOT)
+    chinese = translate_message(_repaired_but_passing(2, "02-self-attention", "self_attention", ROOT, "zh_CN"), "zh_CN")
+    assert "exercises/02-self-attention/self_attention.ipynb" in english and "zh/exercises" not in english
+    assert "zh/exercises/02-self-attention/self_attention.ipynb" in chinese
+    assert "2 处" in chinese and not reader_checks.english_runs(re.sub(r"https?://\S+", " ", chinese)), chinese
 
 
 # --- The learner's docstrings in Chinese -----------------------------------------------------------

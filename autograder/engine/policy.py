@@ -572,7 +572,7 @@ def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None
     dropped: list[int] = []
     for position, violations in verdicts.items():
         index, cell = learner[position]
-        where = f"your cell `{cell.key}`" if cell.key else "one of your own cells"
+        subject = f"Your cell `{cell.key}`" if cell.key else "One of your own cells"
         detail = "; ".join(str(v) for v in violations)
         if cell.kind in (SOLUTION, MANUAL):
             stub = by_key[cell.key].released
@@ -585,7 +585,7 @@ def enforce(plan: NotebookPlan, assembly: Assembly, policy: Policy | None = None
         else:
             dropped.append(index)
             consequence = "it was not run"
-        assembly.notes.append(f"{where[0].upper()}{where[1:]} breaks the exercise's rules, {detail}; {consequence}.")
+        assembly.notes.append(f"{subject} breaks the exercise's rules, {detail}; {consequence}.")
         lines.extend(f"{cell.key or 'extra cell'}: {v}" for v in violations)
     for index in sorted(dropped, reverse=True):
         del assembly.cells[index]

@@ -3,6 +3,11 @@
 The notebook is rebuilt and run exactly as :mod:`autograder.engine.grade_one` grades it, against the
 instructor's notebooks when the checkout has them, else against the released exercise
 (:func:`_validation_plan`). It needs neither ``solutions/`` nor nbgrader.
+
+Everything it says is in the notebook's language: written in English here, each line is looked up in
+``course_runtime``'s ``messages`` catalogue (``python -m autograder i18n update`` collects this module's
+sentences, see :data:`autograder.course.i18n.runtime_text.LEARNER_TEXT`); a Chinese learner is pointed
+at the Chinese exercise (``zh/exercises/...``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from autograder.engine.plan import (PACKAGED_EXERCISES, TEST, AssignmentPlan, as
                              released_assignments, released_folders)
 from autograder.engine.policy import enforce
 from autograder.engine.submissions import Catalogue, file_grade_ids, lms_file_stem
+from course_runtime.language import ENGLISH, notebook_language, translate_message
 
 # What running a notebook needs beyond the base dependencies: (module, distribution, lowest major
 # version); pyproject.toml's `validate` extra installs them.
@@ -103,23 +109,37 @@ def _validation_plan(path: Path, assignment: str | None, root: Path) -> tuple[As
     folders = released_folders(root)
     known = sorted(set(catalogue.notebooks).union(*(released_assignments(f) for f in folders)))
     if not known:
-        raise UsageError(f"no course notebooks found: neither {Path(root) / 'solutions'} nor "
-                         f"{Path(root) / 'exercises'} nor the copy installed with the course package "
-                         f"({PACKAGED_EXERCISES}) exists; install the course package "
+        solutions, exercises, packaged = Path(root) / "solutions", Path(root) / "exercises", PACKAGED_EXERCISES
+        raise UsageError(f"no course notebooks found: neither {solutions} nor {exercises} nor the copy installed "
+                         f"with the course package ({packaged}) exists; install the course package "
                          "(the setup cell of any course notebook does) or run this in a clone of the course")
     for folder in folders:
         offered = released_assignments(folder)
         name = assignment or _released_guess(path, folder, offered)
         if name in offered:
             return load_released_plan(name, folder), f"the released exercise in {folder}"
+    names, file = ", ".join(known), path.name
     if assignment:
-        raise UsageError(f"unknown assignment: {assignment}; the assignments are: {', '.join(known)}")
-    raise UsageError(f"cannot tell which assignment {path.name} belongs to; pass --assignment "
-                     f"(one of: {', '.join(known)})")
+        raise UsageError(f"unknown assignment: {assignment}; the assignments are: {names}")
+    raise UsageError(f"cannot tell which assignment {file} belongs to; pass --assignment (one of: {names})")
 
 
 ALL_PASS = "all visible tests pass"
 NOT_READY = "not ready: see above"
+# Where the Chinese edition keeps its exercises, relative to the repository root.
+EDITION_EXERCISES = {"zh_CN": "zh/exercises"}
+
+
+def _language_of(path: Path) -> str:
+    """The language of the notebook at ``path`` (English when it cannot be read)."""
+    try:
+        return notebook_language(read_notebook(path))
+    except (NotebookError, OSError):
+        return ENGLISH
+
+
+def _points(points: float) -> str:
+    return "1 point" if points == 1 else f"{points:g} points"
 
 
 def validate(notebook: Path | str, assignment: str | None = None, *, root: Path = REPO_ROOT,
@@ -142,7 +162,7 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     Returns:
         ``(ok, lines)``: whether every visible test passed and nothing needed repair, and a report
         whose last line is the verdict (:data:`ALL_PASS`, :data:`NOT_READY`, or that the tests pass
-        on the course's current cells).
+        on the course's current cells), in the notebook's language.
 
     Raises:
         UsageError: if the file is missing, the packages of the ``validate`` extra are not installed,
@@ -151,17 +171,29 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     path = Path(notebook)
     if not path.is_file():
         raise UsageError(f"no such notebook: {path}")
+    language = _language_of(path)
+    try:
+        ok, lines = _check(path, assignment, Path(root), limits or Limits(), language)
+    except UsageError as error:
+        raise UsageError(translate_message(str(error), language)) from None
+    return ok, [translate_message(line, language) for line in lines]
+
+
+def _check(path: Path, assignment: str | None, root: Path, limits: Limits,
+           language: str) -> tuple[bool, list[str]]:
+    """:func:`validate`'s work, said in English (:func:`validate` translates it)."""
     missing = _missing_for_validate()
     if missing:
-        raise UsageError(f"validate runs your notebook in a kernel of its own and needs {', '.join(missing)}; "
-                         f"install them with `{_validate_install_command()}` (on Colab, in a cell: `%` "
-                         "before `pip`), then run validate again")
+        needed, command = ", ".join(missing), _validate_install_command()
+        raise UsageError(f"validate runs your notebook in a kernel of its own and needs {needed}; "
+                         f"install them with `{command}` (on Colab, in a cell: `%` before `pip`), "
+                         "then run validate again")
     from autograder.engine.preflight import checkout_problem, preflight_fix
 
     problem = checkout_problem()
     if problem is not None:                    # the set-up, not the notebook: never a failed test of the learner's
         raise UsageError(f"validate cannot run notebooks with this Python, whatever they hold: {problem}")
-    plan, origin = _validation_plan(path, assignment, Path(root))
+    plan, origin = _validation_plan(path, assignment, root)
     name = plan.name
     try:
         learner = read_notebook(path)
@@ -171,13 +203,13 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     nb_plan = plan.notebooks.get(stem) or next(iter(plan.notebooks.values()))
     assembly = assemble(nb_plan, learner)
     enforce(nb_plan, assembly)                 # the grader's source check, worded like the kernel's guard
+    exercise = f"{name}/{nb_plan.name}.ipynb"
     if assembly.matched == 0:
-        return False, [f"none of the cells of {name}/{nb_plan.name}.ipynb were found: is this the right notebook?",
-                       NOT_READY]
-    lines = [f"checking {path.name} as {name}/{nb_plan.name}.ipynb (against {origin})"]
+        return False, [f"none of the cells of {exercise} were found: is this the right notebook?", NOT_READY]
+    file = path.name
+    lines = [f"checking {file} as {exercise} (against {origin})"]
     lines += [f"note: {note}" for note in assembly.notes]
     lines += [f"warning: {advice}" for advice in assembly.advice]   # costs nothing unless the tests run it
-    limits = limits or Limits()
 
     async def run() -> list:
         from autograder.engine.referee import RefereeProcess
@@ -211,20 +243,29 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
             continue
         ok = outcome is not None and outcome.ok
         passed &= ok
-        lines.append(f"{'passed' if ok else 'FAILED'}  {cell.key}"
-                     + ("" if ok else f": {one_line(outcome.reason if outcome else 'not run', 500)}"))
+        key = cell.key
+        if ok:
+            lines.append(f"passed  {key}")
+        else:
+            reason = one_line(outcome.reason, 500) if outcome else "not run"
+            lines.append(f"FAILED  {key}: {reason}")
     blank = _blank_written_answers(nb_plan, assembly)
-    lines += [f"blank: the written answer {key} is still the released placeholder; it is worth {points:g} "
-              f"point{'s' if points != 1 else ''}, graded by your instructor: write your answer before submitting"
-              for key, points in blank]
+    for key, points in blank:
+        worth = _points(points)
+        lines.append(f"blank: the written answer {key} is still the released placeholder; it is worth {worth}, "
+                     "graded by your instructor: write your answer before submitting")
     if passed and assembly.notes:
-        return False, lines + [_repaired_but_passing(len(assembly.notes), name, nb_plan.name, Path(root))]
+        return False, lines + [_repaired_but_passing(len(assembly.notes), name, nb_plan.name, root, language)]
     if passed and blank:
         # the tests pass and the notebook can be graded, so the status stays 0 (a learner may hand in
         # with an answer left out); the verdict says what is missing instead of reading as done
-        worth = sum(points for _, points in blank)
-        return True, lines + [f"{ALL_PASS}, but {len(blank)} written answer{'s are' if len(blank) != 1 else ' is'} "
-                              f"still blank ({worth:g} point{'s' if worth != 1 else ''} graded by your instructor)"]
+        worth = _points(sum(points for _, points in blank))
+        if len(blank) == 1:
+            return True, lines + [f"all visible tests pass, but 1 written answer is still blank "
+                                  f"({worth} graded by your instructor)"]
+        count = len(blank)
+        return True, lines + [f"all visible tests pass, but {count} written answers are still blank "
+                              f"({worth} graded by your instructor)"]
     return passed, lines + [ALL_PASS if passed else NOT_READY]
 
 
@@ -238,19 +279,20 @@ def _blank_written_answers(nb_plan, assembly) -> list[tuple[str, float]]:
             if cell.kind == MANUAL and is_blank(sources.get(cell.key, cell.released), cell.released)]
 
 
-def _repaired_but_passing(repairs: int, assignment: str, notebook: str, root: Path) -> str:
+def _repaired_but_passing(repairs: int, assignment: str, notebook: str, root: Path, language: str = ENGLISH) -> str:
     """The verdict when every visible test passes on the course's current cells but the notebook's own
     copies differ (an exercise downloaded before a course update, or edited): say so plainly, and
-    what to download to see the cells grading uses."""
-    relative = f"exercises/{assignment}/{notebook}.ipynb"
+    what to download to see the cells grading uses (the exercise of the learner's edition)."""
+    relative = "/".join((EDITION_EXERCISES.get(language, "exercises"), assignment, notebook + ".ipynb"))
     try:
         from autograder.core.repository import colab_url
 
-        where = f"{relative} of the course repository, or open {colab_url(relative, root)}"
+        link = colab_url(relative, root)
+        where = f"{relative} of the course repository, or open {link}"
     except Exception:                                  # no _config.yml (an installed package): name the file
         where = f"{relative} from the course's page, where you got the exercise"
-    return (f"all visible tests pass on the course's current cells. Your notebook differs from them in {repairs} "
-            f"place{'s' if repairs != 1 else ''} (the notes above: usually test cells from an older release of the "
-            "exercise); grading uses the current cells, exactly as checked here, so you may submit as it is. To "
-            f"see the current cells yourself, download the current exercise ({where}) and copy your answers "
-            "into it.")
+    places = "1 place" if repairs == 1 else f"{repairs} places"
+    return (f"all visible tests pass on the course's current cells. Your notebook differs from them in {places} "
+            "(the notes above: usually test cells from an older release of the exercise); grading uses the "
+            "current cells, exactly as checked here, so you may submit as it is. To see the current cells "
+            f"yourself, download the current exercise ({where}) and copy your answers into it.")

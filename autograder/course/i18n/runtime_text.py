@@ -21,9 +21,13 @@ PATTERN_FLAG = "course-pattern"      # an f-string: its {...} parts match any te
 # Calls whose string arguments end up on a figure or a widget, and keywords that carry such strings.
 _FIGURE_CALLS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "title", "xlabel", "ylabel", "text",
                  "annotate", "set_text", "legend", "figtext", "Label", "HTML", "HTMLMath", "Button",
-                 "set_xticklabels", "set_yticklabels"}
+                 "set_xticklabels", "set_yticklabels", "bar", "barh"}
 _FIGURE_KEYWORDS = {"label", "title", "xlabel", "ylabel", "description", "tooltip", "placeholder",
-                    "x_labels", "y_labels", "labels", "options"}
+                    "x_labels", "y_labels", "labels", "options", "desc"}
+# Calls that copy what they are given (a list of its items).
+_COPIES = ("list", "tuple", "sorted", "reversed")
+# Calls that name a slider after each keyword (``interact(f, temperature=(0.1, 2.0))``).
+_SLIDER_CALLS = {"interact", "interactive", "interact_manual"}
 _MESSAGE_KEYWORDS = {"hint", "mistakes"}
 # Figure strings that the code computes rather than writes (plot_curves labels a curve by its history
 # key, ``train_loss`` -> ``train loss``; a title's f-string chooses between "with" and "without").
@@ -51,28 +55,178 @@ def _string_value(node: "ast.AST") -> tuple[str, bool] | None:
     return None
 
 
-def _strings_in(node: "ast.AST") -> list[tuple[str, bool]]:
-    """The strings an expression can evaluate to: literals, f-strings, both sides of ``+`` and of
-    ``a if c else b``, the items of lists, tuples and dicts (keys and values)."""
-    import ast
+class _Program:
+    """The code cells of one page read together, enough to follow a string through names to where it is
+    shown: what each name is bound to (assignments, ``+=``, ``append`` and ``extend``, ``for`` targets
+    over literal lists, dicts, ``.items()``, ``zip`` and ``enumerate``, the values a function returns,
+    a function's parameters at its calls). So figure text kept in a variable is found where it is drawn
+    (``for label in ["plain", "residual"]: ax.plot(..., label=label)``)."""
 
-    found = _string_value(node)
-    if found:
-        return [found]
-    children = []
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        children = [node.left, node.right]
-    elif isinstance(node, ast.IfExp):
-        children = [node.body, node.orelse]
-    elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        children = node.elts
-    elif isinstance(node, ast.Dict):
-        children = [k for k in node.keys if k is not None] + node.values
-    elif isinstance(node, ast.ListComp):
-        children = [node.elt]
-    elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_with_hint" and node.args:
-        children = [node.args[0]]
-    return [s for child in children for s in _strings_in(child)]
+    def __init__(self, trees: list["ast.AST"]):
+        import ast
+
+        self.bound: dict[str, list[ast.AST]] = {}
+        self.added: dict[str, list[ast.AST]] = {}                   # list.append(item): the items
+        self.extended: dict[str, list[ast.AST]] = {}                # list.extend(items), +=: iterables
+        self.loops: list[tuple[ast.AST, ast.AST]] = []              # (target, iterable)
+        self.returns: dict[str, list[ast.AST]] = {}
+        self.parameters: dict[str, list[tuple[str, int]]] = {}     # parameter -> (function, position)
+        self.calls: dict[str, list[ast.Call]] = {}
+        for tree in trees:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        self._bind(target, node.value)
+                elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                    self._bind(node.target, node.value)
+                elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                    self.extended.setdefault(node.target.id, []).append(node.value)
+                elif isinstance(node, (ast.For, ast.comprehension)):
+                    self.loops.append((node.target, node.iter))
+                elif isinstance(node, (ast.FunctionDef, ast.Lambda)):
+                    self._function(node)
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    self.calls.setdefault(node.func.id, []).append(node)
+                elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
+                      and isinstance(node.func.value, ast.Name) and node.func.attr in ("append", "extend")):
+                    into = self.added if node.func.attr == "append" else self.extended
+                    into.setdefault(node.func.value.id, []).append(node.args[0])
+
+    def _function(self, node: "ast.AST") -> None:
+        import ast
+
+        name = getattr(node, "name", "")
+        arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+        for position, argument in enumerate(arguments):
+            self.parameters.setdefault(argument.arg, []).append((name, position))
+        defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+        for argument, default in zip(arguments[len(arguments) - len(defaults):], defaults):
+            self.bound.setdefault(argument.arg, []).append(default)
+        if isinstance(node, ast.Lambda):
+            return
+        self.returns.setdefault(name, []).extend(
+            n.value for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None)
+
+    def _bind(self, target: "ast.AST", value: "ast.AST") -> None:
+        import ast
+
+        if isinstance(target, ast.Name):
+            self.bound.setdefault(target.id, []).append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+            for part, item in zip(target.elts, value.elts):
+                self._bind(part, item)
+
+    @staticmethod
+    def _unpacked(target: "ast.AST", item: "ast.AST", name: str) -> list["ast.AST"]:
+        """What ``name`` in ``target`` is bound to when ``target`` takes the value ``item``."""
+        import ast
+
+        if isinstance(target, ast.Name):
+            return [item] if target.id == name else []
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(item, (ast.Tuple, ast.List)):
+            return [v for part, element in zip(target.elts, item.elts) for v in _Program._unpacked(part, element, name)]
+        return []
+
+    def _items(self, node: "ast.AST", seen: set[str]) -> list["ast.AST"]:
+        """What iterating over ``node`` yields, where the code writes it out (else nothing)."""
+        import ast
+
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return list(node.elts)
+        if isinstance(node, ast.Dict):
+            return [k for k in node.keys if k is not None]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return self._items(node.left, seen) + self._items(node.right, seen)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("items", "keys"):
+            pairs = [(k, v) for d in self._dicts(node.func.value, seen) for k, v in zip(d.keys, d.values) if k is not None]
+            return [ast.Tuple(elts=[k, v]) if node.func.attr == "items" else k for k, v in pairs]
+        function = getattr(node.func, "id", "") if isinstance(node, ast.Call) else ""
+        if function in ("enumerate", "zip") and node.args:
+            columns = [self._items(a, seen) for a in node.args]
+            if function == "enumerate":
+                return [ast.Tuple(elts=[ast.Constant(0), item]) for item in columns[0]]
+            rows = max(map(len, columns))                     # a column the code does not write out: unknown
+            columns = [c if c else [ast.Constant(None)] * rows for c in columns]
+            return [ast.Tuple(elts=list(row)) for row in zip(*columns)]
+        if function in _COPIES and node.args:
+            return self._items(node.args[0], seen)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return [node.elt]
+        return [item for value in self._values(node, seen) for item in self._items(value, seen | {getattr(node, "id", "")})]
+
+    def _values(self, node: "ast.AST", seen: set[str]) -> list["ast.AST"]:
+        """The expressions a name or a call of the page's own function may stand for (else none)."""
+        import ast
+
+        if isinstance(node, ast.Name) and node.id not in seen:
+            return self._bindings(node.id, seen | {node.id}) + [
+                ast.List(elts=self.added.get(node.id, []))] + self.extended.get(node.id, [])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in seen:
+            return self.returns.get(node.func.id, [])
+        return []
+
+    def _dicts(self, node: "ast.AST", seen: set[str]) -> list["ast.Dict"]:
+        """The dict literals ``node`` (a dict, a name bound to one, a call returning one) may be."""
+        import ast
+
+        if isinstance(node, ast.Dict):
+            return [node]
+        if isinstance(node, ast.DictComp):
+            return [ast.Dict(keys=[node.key], values=[node.value])]
+        key = getattr(node, "id", getattr(getattr(node, "func", None), "id", ""))
+        return [d for value in self._values(node, seen) for d in self._dicts(value, seen | {key})]
+
+    def _bindings(self, name: str, seen: set[str]) -> list["ast.AST"]:
+        """The expressions ``name`` may stand for: its bindings, the items of the loops that bind it,
+        and the arguments passed for it where it is a function's parameter."""
+        import ast
+
+        found = list(self.bound.get(name, []))
+        for target, iterable in self.loops:
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)):
+                found += [v for item in self._items(iterable, seen) for v in self._unpacked(target, item, name)]
+        for function, position in self.parameters.get(name, []):
+            for call in self.calls.get(function, []):
+                found += [k.value for k in call.keywords if k.arg == name]
+                if position < len(call.args) and not isinstance(call.args[position], ast.Starred):
+                    found.append(call.args[position])
+        return found
+
+    def strings(self, node: "ast.AST", seen: frozenset[str] = frozenset()) -> list[tuple[str, bool]]:
+        """The strings an expression can evaluate to: literals, f-strings (and the strings of the names
+        they format), both sides of ``+`` and of ``a if c else b``, the items of lists, tuples and dicts
+        (keys and values), whatever a name is bound to and what the page's own function returns."""
+        import ast
+
+        found = _string_value(node)
+        if found:
+            formatted = [v.value for v in getattr(node, "values", []) if isinstance(v, ast.FormattedValue)]
+            return [found] + [s for value in formatted for s in self.strings(value, seen)]
+        children = []
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_with_hint" and node.args:
+            children = [node.args[0]]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") in _COPIES and node.args:
+            children = self._items(node.args[0], set(seen))
+        elif (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+              and isinstance(node.slice.value, int)):               # key[1] of a tuple the code writes out
+            children = [v.elts[node.slice.value] for v in self._values(node.value, set(seen))
+                        if isinstance(v, ast.Tuple) and -len(v.elts) <= node.slice.value < len(v.elts)]
+        elif isinstance(node, (ast.Name, ast.Call)):
+            key = node.id if isinstance(node, ast.Name) else getattr(node.func, "id", None)
+            if key is None or key in seen:
+                return []
+            children, seen = self._values(node, set(seen)), seen | {key}
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            children = [node.left, node.right]
+        elif isinstance(node, ast.IfExp):
+            children = [node.body, node.orelse]
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            children = node.elts
+        elif isinstance(node, ast.Dict):
+            children = [k for k in node.keys if k is not None] + node.values
+        elif isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            children = [node.elt]
+        return [s for child in children for s in self.strings(child, seen)]
 
 
 def _is_words(text: str) -> bool:
@@ -84,15 +238,16 @@ def _is_words(text: str) -> bool:
 
 
 def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]:
-    """The strings that code shows: on figures and widgets (``figures=True``), or in test messages
-    (``assert`` messages, ``raise`` messages, ``hint=`` and ``mistakes=`` of the checks)."""
+    """The strings that code shows: on figures, widgets and progress bars (``figures=True``), or in test
+    messages (``assert`` messages, ``raise`` messages, ``hint=`` and ``mistakes=`` of the checks).
+    ``sources`` are read as one program (a page's cells): a string reaches a figure through the names
+    it is bound to (:class:`_Program`), and ``interact``'s keywords name its sliders."""
     import ast
 
+    trees = [tree for tree in map(parse_cell, sources) if not isinstance(tree, SyntaxError)]
+    program = _Program(trees)
     found: dict[str, bool] = {}
-    for source in sources:
-        tree = parse_cell(source)
-        if isinstance(tree, SyntaxError):
-            continue
+    for tree in trees:
         for node in ast.walk(tree):
             candidates = []
             if figures and isinstance(node, ast.Call):
@@ -100,6 +255,8 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
                 if name in _FIGURE_CALLS:
                     candidates += node.args
                 candidates += [k.value for k in node.keywords if k.arg in _FIGURE_KEYWORDS]
+                if name in _SLIDER_CALLS:
+                    candidates += [ast.Constant(k.arg) for k in node.keywords if k.arg]
             elif not figures:
                 if isinstance(node, ast.Assert) and node.msg is not None:
                     candidates.append(node.msg)
@@ -109,29 +266,93 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
                 elif isinstance(node, ast.Call):
                     candidates += [k.value for k in node.keywords if k.arg in _MESSAGE_KEYWORDS]
             for candidate in candidates:
-                for text, is_pattern in _strings_in(candidate):
-                    if _is_words(text):
+                for text, is_pattern in program.strings(candidate):
+                    # a message is a phrase; a lone word in a test cell is a name or a key
+                    if _is_words(text) and (figures or " " in text.strip()):
                         found.setdefault(text, is_pattern)
     return list(found.items())
+
+
+def grader_strings(source: str, parts: tuple[str, ...] | None = None) -> list[tuple[str, bool]]:
+    """The sentences a learner reads from one of the grader's modules (:data:`LEARNER_TEXT`): every
+    string or f-string with a space and words in it, docstrings aside, in the module-level functions,
+    classes and assignments named ``parts`` (None: the whole module), with the strings of the names
+    they format (a placeholder's value is translated in turn where it is shown)."""
+    import ast
+
+    tree = ast.parse(source)
+    program = _Program([tree])
+    chosen = [node for node in tree.body if parts is None or _defines(node) & set(parts)]
+    docstrings = {id(node.value) for root in chosen for node in ast.walk(root)
+                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    inside_fstrings = {id(v) for root in chosen for node in ast.walk(root) if isinstance(node, ast.JoinedStr)
+                       for v in ast.walk(node) if v is not node}
+    found: dict[str, bool] = {}
+    for root in chosen:
+        for node in ast.walk(root):
+            if id(node) in docstrings or id(node) in inside_fstrings or _string_value(node) is None:
+                continue
+            for text, is_pattern in program.strings(node):
+                if " " in text.strip() and _is_words(text):
+                    found.setdefault(text, is_pattern)
+    return list(found.items())
+
+
+def _defines(node: "ast.AST") -> set[str]:
+    """The names a module-level statement defines."""
+    import ast
+
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {t.id for t in targets if isinstance(t, ast.Name)}
+
+
+#: The grader's modules whose words a learner reads, and the parts of each that say them (None: all of
+#: it): ``validate``'s report, the source check's flags and notes, the guard's sentence, what feedback
+#: says in place of a hidden test's text, the notes of a notebook rebuilt on the plan.
+LEARNER_TEXT = {
+    "autograder/engine/validate.py": ("_missing_for_validate", "_validation_plan", "ALL_PASS", "NOT_READY", "_points",
+                                      "_check", "_repaired_but_passing"),
+    "autograder/engine/disclosure.py": None,
+    "autograder/engine/policy.py": ("_ALLOWED_TEXT", "Violation", "_Checker", "judge_cells", "enforce"),
+    "autograder/engine/plan.py": ("assemble",),
+    "course_runtime/errors.py": None,
+}
 
 
 def runtime_messages(root: Path = REPO_ROOT) -> dict[str, list[tuple[str, bool]]]:
     """``{"figures": [...], "messages": [...]}``: the (English, is_pattern) strings the code shows.
 
-    Figures: the chapters' code cells and ``course_runtime/viz.py``. Messages: ``course_runtime/testing.py``
-    and the code cells of the released exercises (their visible tests only: hidden tests are not in
-    the released notebooks, and their messages stay out of a package that learners install).
+    Figures: the chapters' code cells (each page read as one program), ``course_runtime/viz.py`` and the
+    library's training loop (its progress bar). Messages: ``course_runtime/testing.py``, the code cells
+    of the released exercises (their visible tests only: hidden tests are not in the released
+    notebooks, and their messages stay out of a package that learners install) and the grader's words
+    a learner reads (:data:`LEARNER_TEXT`).
     """
-    chapters = [cell.source for page in pages(root) if page.is_notebook and page.docname.startswith("book/")
-                for cell in read_notebook(page.path).cells if cell.cell_type == "code"]
-    exercises = [cell.source for page in pages(root) if page.is_notebook and not page.docname.startswith("book/")
-                 for cell in read_notebook(page.path).cells if cell.cell_type == "code"]
-    runtime = root / "course_runtime"
-    viz = (runtime / "viz.py").read_text(encoding="utf-8") if (runtime / "viz.py").exists() else ""
-    testing = (runtime / "testing.py").read_text(encoding="utf-8") if (runtime / "testing.py").exists() else ""
+    def page_code(chapters: bool) -> list[list[str]]:
+        return [[cell.source for cell in read_notebook(page.path).cells if cell.cell_type == "code"]
+                for page in pages(root) if page.is_notebook and page.docname.startswith("book/") == chapters]
+
+    def module(relative: str) -> list[str]:
+        path = root / relative
+        return [path.read_text(encoding="utf-8")] if path.exists() else []
+
+    figures: dict[str, bool] = {}
+    for sources in page_code(True) + page_code(False) + [module("course_runtime/viz.py"),
+                                                          module("transformer_core/train.py")]:
+        for text, is_pattern in code_strings(sources, figures=True):
+            figures.setdefault(text, is_pattern)
+    messages: dict[str, bool] = {}
     stub = ['raise NotImplementedError("replace this line with your code")']
-    return {"figures": code_strings(chapters + exercises + [viz], figures=True) + _COMPUTED_FIGURE_STRINGS,
-            "messages": code_strings([testing] + exercises + stub, figures=False)}
+    for sources in [module("course_runtime/testing.py")] + page_code(False) + [stub]:
+        for text, is_pattern in code_strings(sources, figures=False):
+            messages.setdefault(text, is_pattern)
+    for relative, parts in LEARNER_TEXT.items():
+        for source in module(relative):
+            for text, is_pattern in grader_strings(source, parts):
+                messages.setdefault(text, is_pattern)
+    return {"figures": list(figures.items()) + _COMPUTED_FIGURE_STRINGS, "messages": list(messages.items())}
 
 
 def runtime_catalogue_path(domain: str, root: Path = REPO_ROOT) -> Path:
