@@ -59,6 +59,16 @@ def test_oversized_documents_are_refused_before_parsing(monkeypatch):
         wire.loads('"' + "x" * 200 + '"')
 
 
+def test_the_agent_knows_every_operation_of_the_protocol_and_no_other(monkeypatch):
+    fake_main(monkeypatch, "import torch.nn as nn\nlayer = nn.Linear(2, 2)")
+    target = {"$ref": json.loads(agent.answer(wire.request_text(wire.Op.LOOKUP, name="layer")))["value"]["$ref"]}
+    assert "unknown request 'exec'" in agent.answer(json.dumps({"op": "exec", "target": target}))
+    for op in wire.Op:          # each is dispatched (whatever it then makes of these fields), none is unknown
+        answer = agent.answer(wire.request_text(op, target=target, name="weight", key=0, args=[], kwargs={}))
+        assert "unknown request" not in answer, (op, answer)
+    assert json.loads(wire.RELEASE_REQUEST) == {"op": "release"}
+
+
 # --- a referee against an in-process agent -------------------------------------------------------
 
 

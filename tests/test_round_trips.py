@@ -69,7 +69,7 @@ def session(monkeypatch):
         return agent.answer(request)
 
     yield remote.Session(transport), main, sent
-    agent.answer('{"op": "release"}')
+    agent.answer(wire.RELEASE_REQUEST)
 
 
 def test_a_modules_parts_and_parameter_values_come_with_its_reference(session):
@@ -130,7 +130,7 @@ def test_a_large_model_sends_its_values_only_up_to_the_budget(session, monkeypat
     kernel, main, sent = session
     main.big = torch.nn.Sequential(*(torch.nn.Linear(256, 256) for _ in range(8)))  # 2 MiB of weights
     monkeypatch.setattr(agent, "KNOWN_BYTES", 300 * 1024)
-    response = agent.answer('{"op": "lookup", "name": "big"}')
+    response = agent.answer(wire.request_text(wire.Op.LOOKUP, name="big"))
     assert len(response) < 600 * 1024, "at most the budget of tensor data (as base64) travels unasked"
     big = kernel.lookup("big")
     first = getattr(big, "0")
