@@ -89,10 +89,9 @@ def command(kernel_ip: str, grader_ip: str, ports: dict[str, int], *, cgroup: st
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), json.dumps(config)]
 
 
-# What the grader tells the learner when the relay refused a message, by the refusal's kind.
-REFUSALS = {"size": "it sent a message larger than the grader accepts ({number_mib:,.0f} MiB; at most {cap} MiB)",
-            "frames": "it sent a message of {number:,} parts, more than the grader accepts ({MAX_FRAMES})",
-            "values": "it sent a message of {number:,} JSON values, more than the grader accepts ({MAX_JSON_VALUES:,})"}
+# The kinds of message the relay refuses: over the channel's byte cap, over MAX_FRAMES frames, over
+# MAX_JSON_VALUES values (what the learner is told of each: :func:`refusal_reason`).
+REFUSALS = ("size", "frames", "values")
 
 
 def memory_bound_per_slot() -> int:
@@ -107,7 +106,7 @@ def memory_bound_per_slot() -> int:
 
 def parse_report(line: bytes) -> tuple[str, int]:
     """One line the relay wrote, as ``(kind, number)``: ``("charge", bytes)``, ``("lost", 0)``, or a
-    refusal (a key of :data:`REFUSALS`) with its size or count; ``("", 0)`` for anything else."""
+    refusal (one of :data:`REFUSALS`) with its size or count; ``("", 0)`` for anything else."""
     words = line.decode("ascii", "replace").split()
     if len(words) == 2 and words[0] == "lost":
         return "lost", 0
@@ -119,11 +118,12 @@ def parse_report(line: bytes) -> tuple[str, int]:
 
 
 def refusal_reason(kind: str, number: int) -> str:
-    """Why the kernel was stopped, for the learner, after the relay refused a message (``kind`` is a key
-    of :data:`REFUSALS`, ``number`` the message's size or count)."""
-    detail = REFUSALS[kind].format(number=number, number_mib=number / 2 ** 20, cap=MAX_MESSAGE_BYTES >> 20,
-                                   MAX_FRAMES=MAX_FRAMES, MAX_JSON_VALUES=MAX_JSON_VALUES)
-    return f"the kernel was stopped: {detail}"
+    """Why the kernel was stopped, for the learner, after the relay refused a message (``kind`` is one of
+    :data:`REFUSALS`, ``number`` the message's size or count): see :func:`autograder.engine.stop_reasons.refused`."""
+    from autograder.engine import stop_reasons
+
+    return stop_reasons.refused(kind, number, cap_mib=MAX_MESSAGE_BYTES >> 20, max_frames=MAX_FRAMES,
+                                max_values=MAX_JSON_VALUES)
 
 
 async def follow(reports, budget, connection_lost) -> None:

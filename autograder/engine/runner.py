@@ -48,7 +48,7 @@ from jupyter_client.manager import AsyncKernelManager
 from autograder.core.files import clean_text
 from autograder.core.limits import Limits
 from autograder.core.outcomes import CellOutcome
-from autograder.engine import forkserver, relay, sandbox
+from autograder.engine import forkserver, relay, sandbox, stop_reasons
 from autograder.engine.relay import KEPT_FRAMES, MAX_MESSAGE_BYTES, QUEUED_MESSAGES, SMALL_MESSAGE_BYTES
 from autograder.engine.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, SEALED, KernelSpec
 from course_runtime.agent import REPLY_TYPE, REQUEST_TYPE
@@ -66,9 +66,7 @@ LOST_GRACE_S = 1.0
 # The longest folder for the kernel's sockets (``<folder>/s-<n>`` must fit in a Unix socket address).
 _MAX_SOCKET_DIR = 90
 SANDBOX_SCRIPT = str(Path(sandbox.__file__).resolve())
-_SIGNAL_REASONS = {signal.SIGKILL: "it was killed (SIGKILL)", signal.SIGXCPU: "it used up its CPU time limit",
-                   signal.SIGSEGV: "it crashed (segmentation fault)", signal.SIGABRT: "it aborted",
-                   signal.SIGBUS: "it crashed (bus error)", signal.SIGTERM: "it was terminated"}
+
 
 
 # What this grading process asked of kernels: started kernels (warm or cold) and the agent's
@@ -135,8 +133,7 @@ class Budget:
         self.bytes_left -= size
         self.messages_left -= messages
         if (self.bytes_left < 0 or self.messages_left < 0) and not self.exceeded:
-            self.refuse(f"the kernel was stopped: it sent more than {self._limits.message_mb} MiB or "
-                        f"{self._limits.messages:,} messages of output")
+            self.refuse(stop_reasons.too_much_output(self._limits.message_mb, self._limits.messages))
 
     def refuse(self, reason: str) -> None:
         """The kernel must be stopped, for ``reason`` (the first reason given is kept)."""
@@ -351,8 +348,7 @@ class SandboxedKernel:
     async def _read_relay(self, reports: asyncio.StreamReader) -> None:
         """Apply the relay's reports to the :class:`Budget`; once it ends, the kernel is stopped too."""
         await relay.follow(reports, self.budget, self._connection_lost)
-        self.budget.refuse(self._memory_exhausted() or "the kernel was stopped: the process that relays its "
-                           f"messages ended (out of memory within the kernel's {self.limits.memory_mb} MiB, or killed)")
+        self.budget.refuse(self._memory_exhausted() or stop_reasons.relay_ended(self.limits.memory_mb))
 
     async def _connection_lost(self) -> None:
         """The relay's connection to the kernel broke: a kernel that ended is reported as such by
@@ -362,8 +358,7 @@ class SandboxedKernel:
             if not await self._alive():
                 return
             await asyncio.sleep(0.02)
-        self.budget.refuse(f"the kernel was stopped: it sent a message larger than the grader accepts "
-                           f"(at most {MAX_MESSAGE_BYTES >> 20} MiB)")
+        self.budget.refuse(stop_reasons.oversized(MAX_MESSAGE_BYTES >> 20))
 
     def _make_cgroup(self) -> str:
         """The kernel's own memory cgroup (see :func:`autograder.engine.sandbox.make_cgroup`); "" where
@@ -434,23 +429,13 @@ class SandboxedKernel:
         process = getattr(getattr(self.km, "provisioner", None), "process", None)
         code = process.poll() if process is not None else None
         if code is None:
-            return "the kernel stopped responding"
-        if self._memory_exhausted():
-            return self._memory_exhausted()
-        if code < 0 or code > 128:
-            number = -code if code < 0 else code - 128
-            try:
-                why = _SIGNAL_REASONS.get(signal.Signals(number), f"it got signal {signal.Signals(number).name}")
-            except ValueError:
-                why = f"it exited with status {code}"
-            return f"the kernel stopped: {why}"
-        return (f"the kernel exited (status {code}): the code called exit(), sys.exit() in a thread, "
-                "os._exit() or similar")
+            return stop_reasons.UNRESPONSIVE
+        return self._memory_exhausted() or stop_reasons.exited(code)
 
     def _memory_exhausted(self) -> str:
         """Why the kernel stopped if its cgroup ran out of memory, else ""."""
         if self.cgroup and sandbox.cgroup_out_of_memory(self.cgroup):
-            return f"the kernel stopped: its processes together used more than the memory limit ({self.limits.memory_mb} MiB)"
+            return stop_reasons.out_of_memory(self.limits.memory_mb)
         return ""
 
     # --- running code ---
@@ -511,8 +496,7 @@ class SandboxedKernel:
             await self._reply(msg_id, INTERRUPT_GRACE_S)
         except asyncio.TimeoutError:
             await self.stop()
-            raise KernelStopped(f"{what} ran longer than {timeout:g} s and did not stop when "
-                                "interrupted, so the kernel was stopped") from None
+            raise KernelStopped(stop_reasons.not_interruptible(what, timeout)) from None
         return None
 
     async def run(self, code: str, timeout: float, *, silent: bool = False) -> CellOutcome:
@@ -528,7 +512,7 @@ class SandboxedKernel:
                 end the cell; the kernel is unusable afterwards.
         """
         if self.kc is None:
-            raise KernelStopped("the kernel is not running")
+            raise KernelStopped(stop_reasons.NOT_RUNNING)
         timeout = self._within_deadline(timeout)
         if timeout <= 0:
             return CellOutcome("timeout", self._past_deadline())
@@ -537,9 +521,9 @@ class SandboxedKernel:
                                  stop_on_error=False)
         collector = self._collectors[msg_id] = _Collector(self.limits.output_chars)
         try:
-            reply = await self._reply_in_time(msg_id, timeout, "the cell")
+            reply = await self._reply_in_time(msg_id, timeout, stop_reasons.THE_CELL)
             if reply is None:
-                status, reason = "timeout", f"the cell ran longer than {timeout:g} s and was interrupted"
+                status, reason = "timeout", stop_reasons.interrupted(timeout)
             else:
                 status, reason = _status_of(reply)
             try:
@@ -561,7 +545,7 @@ class SandboxedKernel:
         return max(0.0, min(timeout, self.deadline - time.monotonic()))
 
     def _past_deadline(self) -> str:
-        return f"not run: the notebook used up its time limit of {self.limits.notebook_timeout:g} s"
+        return stop_reasons.past_deadline(self.limits.notebook_timeout)
 
     async def _check_budget(self) -> None:
         if self.budget.exceeded:
@@ -579,7 +563,7 @@ class SandboxedKernel:
                 kernel's answer is not one the agent gives (the learner replaced the agent).
         """
         if self.kc is None:
-            raise KernelStopped("the kernel is not running")
+            raise KernelStopped(stop_reasons.NOT_RUNNING)
         timeout = self._within_deadline(timeout)
         if timeout <= 0:
             raise AgentError(self._past_deadline(), timed_out=True)
@@ -587,14 +571,14 @@ class SandboxedKernel:
         message = self.kc.session.msg(REQUEST_TYPE, {"request": request})
         self.kc.shell_channel.send(message)
         msg_id = message["header"]["msg_id"]
-        reply = await self._reply_in_time(msg_id, timeout, "your code")
+        reply = await self._reply_in_time(msg_id, timeout, stop_reasons.YOUR_CODE)
         if reply is None:
-            raise AgentError(f"your code ran longer than {timeout:g} s", timed_out=True)
+            raise AgentError(stop_reasons.code_too_slow(timeout), timed_out=True)
         await self._check_budget()
         content = reply.get("content") if reply.get("msg_type") == REPLY_TYPE else None
         if not isinstance(content, dict) or content.get("status") != "ok" or not isinstance(content.get("text"), str):
             status = content.get("status") if isinstance(content, dict) else reply.get("msg_type")
-            raise AgentError(f"the grading agent in your kernel did not answer (it sent {str(status)[:40]!r})",
+            raise AgentError(stop_reasons.no_agent(str(status)[:40]),
                              timed_out=status == "interrupted")
         return content["text"]
 
@@ -629,5 +613,5 @@ def _status_of(reply: dict) -> tuple[str, str]:
     if status == "error":
         error = f"{str(content.get('ename', 'Error'))[:200]}: {str(content.get('evalue', ''))[:MAX_REASON_CHARS]}"
         return "error", clean_text(error)
-    return "error", f"the kernel answered {status!r}"
+    return "error", stop_reasons.odd_reply(status)
 
