@@ -4,6 +4,7 @@ notebook runs, and the fix is chosen on structured fields, never on the words of
 import asyncio
 import contextlib
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -15,8 +16,10 @@ import course_runtime
 import transformer_core
 from autograder.core.files import REPO_ROOT
 from autograder.core.limits import Limits
-from autograder.engine.preflight import (CHECKOUT_PACKAGES, ImportFailure, PreflightError, checkout_problem,
-                                         import_failure, import_probe, package_origins, preflight, preflight_fix)
+from autograder.engine.preflight import (CHECKOUT_PACKAGES, KERNEL_PACKAGES, ImportFailure, PreflightError,
+                                         checkout_problem, import_failure, import_probe, package_origins, preflight,
+                                         preflight_fix)
+from course_runtime.language import CHINESE, translate_message
 
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
 
@@ -83,7 +86,7 @@ def test_another_checkout_or_no_install_is_named():
     elsewhere = {name: f"/srv/first-clone/{name}/__init__.py" for name in CHECKOUT_PACKAGES} | {"ipykernel": "/x"}
     problem = checkout_problem(Path("/home/me/second-clone"), elsewhere)
     assert problem.startswith("this venv was installed for another checkout, /srv/first-clone: its kernels "
-                              "import course_runtime and transformer_core from there, not from this checkout "
+                              "import course_runtime, transformer_core from there, not from this checkout "
                               "(/home/me/second-clone). A venv serves one checkout: run `make setup` here")
     # One package from elsewhere is enough (an editable install of the library alone, say).
     mixed = dict(elsewhere, course_runtime="/home/me/second-clone/course_runtime/__init__.py")
@@ -92,6 +95,16 @@ def test_another_checkout_or_no_install_is_named():
     assert "cannot give a kernel transformer_core, ipykernel: the course is not installed" in bare
     same = {name: f"/home/me/second-clone/{name}/__init__.py" for name in CHECKOUT_PACKAGES} | {"ipykernel": "/x"}
     assert checkout_problem(Path("/home/me/second-clone"), same) is None
+
+
+def test_a_chinese_learner_reads_the_set_up_problem_in_chinese():
+    problem = checkout_problem(Path("/home/me/second-clone"),
+                               {name: f"/srv/first-clone/{name}/__init__.py" for name in KERNEL_PACKAGES})
+    said = translate_message(f"validate cannot run notebooks with this Python, whatever they hold: {problem}", CHINESE)
+    assert "一个虚拟环境只服务于一份检出" in said and "问题不在你的笔记本" in said
+    assert said.count("/srv/first-clone") == 2 and "/home/me/second-clone" in said
+    left = set(re.findall(r"[A-Za-z]{2,}", re.sub(r"`[^`]*`|/\S*|\.venv\S*|\w+_\w+", "", said)))
+    assert left <= {"validate", "Python", "venv", "VENV"}, left
 
 
 @pytest.fixture(scope="module")

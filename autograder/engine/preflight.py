@@ -119,7 +119,7 @@ def checkout_problem(root: Path = REPO_ROOT, origins: dict[str, str | None] | No
                  if Path(origins[name]).resolve().parent != root / name}
     if not elsewhere:
         return None
-    other, packages = next(iter(elsewhere.values())).parent, " and ".join(elsewhere)
+    other, packages = next(iter(elsewhere.values())).parent, ", ".join(elsewhere)
     return (f"this venv was installed for another checkout, {other}: its kernels import "
             f"{packages} from there, not from this checkout ({root}). A venv serves one checkout: "
             f"run `make setup` here and use its .venv/bin/python, or point VENV at a venv of this checkout's "
