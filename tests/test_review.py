@@ -5,13 +5,16 @@ Markdown cell, 2 points). Three learners are graded with the real grader: one wi
 one who left the cell blank, one whose answer carries HTML. The review page is opened in Chromium
 (the browser of ``tests/test_site.py``), graded with the keyboard only, and the scores must land in
 ``hand-scores.csv``, ``grades.csv`` and the feedback, and stay there through every later ``grade``
-(with or without ``--regrade``), ``merge`` and ``export`` that is not told about them.
+(with or without ``--regrade``), ``merge`` and ``export`` that is not told about them. At 1280 x 900 the
+rubric stands beside the answer, Markdown and math are rendered, the list shows scores and changed
+answers; the page is Chinese for a Chinese class, every fixed string from its catalogue.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import time
 import urllib.error
@@ -36,10 +39,25 @@ ESSAY = {"cell_type": "markdown", "id": "essay", "metadata": {"nbgrader": {
     "grade": True, "grade_id": "essay", "locked": False, "points": 2, "schema_version": 3, "solution": True,
     "task": False}},
     "source": "### BEGIN SOLUTION\n**Model answer.** Subtracting the maximum keeps every exponent at most 0, so "
-              "nothing overflows.\n\n**Rubric** (2 points):\n- 1 point: exponents at most 0\n- 1 point: same "
-              "result, since the shift cancels\n### END SOLUTION"}
+              "nothing overflows: with $m = \\max_j s_j$,\n\n$$\n\\operatorname{softmax}(s)_i = "
+              "\\frac{e^{s_i}}{\\sum_j e^{s_j}} = \\frac{e^{s_i - m}}{\\sum_j e^{s_j - m}},\n$$\n\n"
+              "because the factor $e^{-m}$ cancels between the numerator and the denominator. "
+              "Without the shift, a score of 100 already gives $e^{100} \\approx 2.7 \\times 10^{43}$, and in "
+              "float32 anything above $e^{88.7}$ is `inf`; `inf / inf` is `NaN`, which then spreads into the loss "
+              "and into the gradient of every parameter, so one large score ruins the whole training step.\n\n"
+              "With the shift the largest term becomes $e^0 = 1$, so the sum is at least 1 and the division is "
+              "always defined; very negative scores may underflow to 0, which is harmless, because their true "
+              "weights are below float32's resolution anyway. The same trick gives a stable log-softmax, "
+              "$\\log \\operatorname{softmax}(s)_i = s_i - m - \\log \\sum_j e^{s_j - m}$, and it is what "
+              "`torch.softmax` does internally.\n\n**Rubric** (2 points):\n- 1 point: exponents at most 0, so "
+              "$e^{s_i - m} \\le 1$ never overflows\n- 1 point: same result, since the shift $e^{-m}$ cancels\n"
+              "- half a point off for naming overflow without saying why the result is unchanged\n### END SOLUTION"}
 QUESTION = {"cell_type": "markdown", "id": "essay-question", "metadata": {},
-            "source": "**Question.** Why does a stable softmax subtract the maximum?"}
+            "source": "## Part W: a written answer (2 points, graded by hand)\n\n**Question.** Why does a stable "
+                      "softmax subtract the maximum?\nShow that $\\operatorname{softmax}(s - c) = "
+                      "\\operatorname{softmax}(s)$ for any constant $c$, and say what goes wrong in float32 "
+                      "without the shift.\n\nWrite your answer in the Markdown cell below, in place of `YOUR "
+                      "ANSWER HERE` (formulas in `$...$` are welcome)."}
 
 
 def _rows(path: Path) -> list[dict]:
@@ -84,7 +102,8 @@ def graded(course, tmp_path_factory):
     """Three learners graded into one output folder."""
     work = tmp_path_factory.mktemp("graded")
     subs, out = work / "submissions", work / "out"
-    _submission(course, subs, "ann", "The largest exponent becomes 0, so exp cannot overflow; the shift cancels.")
+    _submission(course, subs, "ann", "The largest exponent becomes 0, so exp cannot overflow; the shift cancels:\n"
+                                      "$e^{s_i - m} / \\sum_j e^{s_j - m} = e^{s_i} / \\sum_j e^{s_j}$.")
     _submission(course, subs, "bob", None, solved=False)
     _submission(course, subs, "cy", "<script>alert('x')</script> <b>because</b> of overflow")
     args = ["--root", str(course), "grade", str(subs), "--assignment", "00-fixture", "--out", str(out),
@@ -165,6 +184,156 @@ def _wait(browser, script: str, what: str, seconds: float = 15):
             return value
         time.sleep(0.1)
     raise AssertionError(f"the page did not show {what}; it shows: {browser.run('return document.body.innerText')}")
+
+
+_GEOMETRY = """
+const box = (id) => { const r = document.getElementById(id).getBoundingClientRect();
+                      return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, height: r.height}; };
+return {width: innerWidth, height: innerHeight, page_width: document.scrollingElement.scrollWidth,
+        page_height: document.scrollingElement.scrollHeight, answer: box("answer"), rubric: box("rubric"),
+        model: box("model"), prompt: box("prompt"), points: box("points"), save: box("save")};
+"""
+
+
+def _screen(browser, width: int = 1280, height: int = 900) -> None:
+    """Make the page's viewport ``width`` x ``height`` (the window minus whatever the browser draws)."""
+    browser._call("POST", browser._session + "/window/rect", {"width": width, "height": height})
+    inner = browser.run("return [innerWidth, innerHeight]")
+    browser._call("POST", browser._session + "/window/rect",
+                  {"width": 2 * width - inner[0], "height": 2 * height - inner[1]})
+
+
+def test_the_page_fits_a_laptop_screen_with_the_rubric_beside_the_answer(course, graded, browser, tmp_path):
+    """Issue 30, the review page at 1 a.m.: at 1280 x 900 the rubric stands beside the answer, both and the
+    points field within the window without scrolling; question, model answer, rubric and the learner's
+    answer are Markdown with math as MathML (the page's policy runs no other script); the list shows each
+    learner's score and marks the answer that changed since it was scored."""
+    from autograder.instructor.manual import HandScore, write_hand_scores
+
+    _, out, _ = graded
+    [question] = load_questions(out, course)
+    digest = {e.learner: e.digest for e in question.entries}
+    write_hand_scores(out, {("ann", "00-fixture", KEY): HandScore(2.0, "", digest["ann"]),
+                            ("cy", "00-fixture", KEY): HandScore(1.0, "", "0" * 12)})      # cy's answer changed
+    server = ReviewServer(out, course)
+    server.start()
+    try:
+        browser.get(server.url)
+        _screen(browser)
+        _wait(browser, "return document.getElementById('who').textContent.startsWith('ann')", "ann's answer")
+        at = browser.run(_GEOMETRY)
+        assert (at["width"], at["height"]) == (1280, 900), at
+        assert at["page_width"] <= 1280 and at["page_height"] <= 900, f"the page itself scrolls: {at}"
+        for name in ("answer", "rubric", "points", "save", "prompt", "model"):
+            assert 0 <= at[name]["top"] and at[name]["bottom"] <= 900 and at[name]["right"] <= 1280, (name, at)
+        assert at["rubric"]["left"] >= at["answer"]["right"], f"the rubric is not beside the answer: {at}"
+        assert at["rubric"]["top"] < at["answer"]["bottom"] and at["answer"]["top"] < at["rubric"]["bottom"], at
+        assert min(at["answer"]["height"], at["rubric"]["height"]) >= 100, at
+        counts = browser.run("const n = (q) => document.querySelectorAll(q).length;"
+                             "return {model_math: n('#model math'), prompt_math: n('#prompt math'),"
+                             " answer_math: n('#answer math'), prompt_heading: n('#prompt h2, #prompt strong'),"
+                             " rubric_items: n('#rubric li'), rubric_math: n('#rubric math'), code: n('#model code')};")
+        assert all(counts.values()) and counts["rubric_items"] == 3, counts
+        texts = browser.run("return ['prompt', 'model', 'rubric', 'answer'].map((id) => document.getElementById(id).textContent)")
+        assert not any("$" in text.replace("$...$", "") for text in texts), f"TeX left as source: {texts}"
+        rows = browser.run("return [...document.querySelectorAll('#side .row')].map((r) => [r.className, r.textContent])")
+        assert [text for _, text in rows] == ["ann2 / 2", "bob\u2013 / 2", "cychanged, was 1"], rows
+        assert "changed" in rows[2][0] and "done" in rows[0][0], rows
+        assert "1 of 3 graded" in browser.run("return document.getElementById('progress').textContent")
+        browser.screenshot(tmp_path / "review-1280x900.png")
+        console = [m for m in browser.console() if m.get("level") == "SEVERE"]
+        assert not console, console
+    finally:
+        server.close()
+        (out / HAND_SCORES).unlink()
+
+
+ZH_QUESTION = ("## W 部分：书面回答（2 分，由老师人工评分）\n\n**问题。** 数值稳定的 softmax 为什么要减去最大值？"
+               "请说明对任意常数 $c$ 都有 $\\operatorname{softmax}(s - c) = \\operatorname{softmax}(s)$，"
+               "并说明不做平移时 float32 会出什么问题。")
+
+
+def _fixed_text(browser) -> list[str]:
+    """The page's own words: headings, labels, buttons, the key line without its keys, the counters."""
+    return browser.run("""
+        const keys = document.querySelector('.keys').cloneNode(true);
+        keys.querySelectorAll('kbd').forEach((k) => k.remove());
+        const own = [...document.querySelectorAll('h3, label, button, #progress, #max')].map((e) => e.textContent);
+        const title = document.getElementById('title').textContent.replace('00-fixture / fixture:essay', '');
+        return [document.title, title, keys.textContent, document.getElementById('comment').placeholder,
+                document.getElementById('zero').title, ...own,
+                ...[...document.querySelectorAll('#side .score')].map((e) => e.textContent)];""")
+
+
+def test_the_page_is_chinese_for_a_chinese_class(course, graded, browser, tmp_path):
+    """Issue 29: with the page in Chinese, ``lang`` is zh-CN, every fixed string is Chinese (the keys stay
+    j/k, n/p, c, Enter, Esc and still work), the question is the Chinese edition's, and the server's
+    refusals are Chinese too."""
+    _, out, _ = graded
+    zh_root = tmp_path / "course"
+    shutil.copytree(course, zh_root)
+    nb = json.loads((course / "exercises" / "00-fixture" / "fixture.ipynb").read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if "".join(cell["source"]).startswith("## Part W"):
+            cell["source"] = ZH_QUESTION
+    (zh_root / "zh" / "exercises" / "00-fixture").mkdir(parents=True)
+    (zh_root / "zh" / "exercises" / "00-fixture" / "fixture.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    server = ReviewServer(out, zh_root, language="zh-CN")
+    server.start()
+    try:
+        browser.get(server.url)
+        _wait(browser, "return document.getElementById('who').textContent.startsWith('ann')", "ann's answer")
+        assert browser.run("return document.documentElement.lang") == "zh-CN"
+        assert browser.run("return document.getElementById('prompt').textContent").startswith("W 部分")
+        fixed = _fixed_text(browser)
+        english = [text for text in fixed if re.search(r"[A-Za-z]{2,}", text)]
+        assert not english, f"English left on the Chinese page: {english}"
+        assert all(re.search(r"[\u4e00-\u9fff]", text) for text in fixed if text.strip(" /0123456789.–\u2013")), fixed
+        assert browser.run("return [...document.querySelectorAll('.keys kbd')].map((k) => k.textContent)") == [
+            "j", "k", "n", "p", "c", "Enter", "Esc"]
+        _press(browser, "3", ENTER)                                    # out of range: refused, in Chinese
+        _wait(browser, "return document.getElementById('status').textContent.includes('分数必须在 0 到 2 之间')",
+              "the refusal in Chinese")
+        assert _post(server, {"assignment": "00-fixture", "key": KEY, "learner": "ann", "points": "x"}) == (
+            400, {"error": "分数 'x' 不是数字（小数请用小数点）"})
+        browser.screenshot(tmp_path / "review-zh.png")
+        # the refused score's 400 is logged as a network error; nothing else (no policy violation)
+        assert not [m for m in browser.console() if m.get("level") == "SEVERE" and m.get("source") != "network"]
+    finally:
+        server.close()
+    assert not (out / HAND_SCORES).exists(), "nothing was stored"
+
+
+def test_every_fixed_string_has_its_chinese_entry_and_the_class_language_decides():
+    """The catalogue holds every string of :data:`TEXT` (no more), translated, with the same
+    placeholders; the page's script and template use only those keys; a class whose written answers are
+    mostly Chinese gets the Chinese page, and $COURSE_LANGUAGE overrides."""
+    from autograder.instructor import review
+    from course_runtime.language import read_po
+
+    entries = [e for e in read_po(Path(str(review.CATALOGUE).format(language="zh_CN"))) if e.msgid]
+    assert sorted(e.msgid for e in entries) == sorted(review.TEXT.values())
+    for entry in entries:
+        assert entry.msgstr and "fuzzy" not in entry.flags, entry.msgid
+        assert set(re.findall(r"\{\w+\}", entry.msgstr)) == set(re.findall(r"\{\w+\}", entry.msgid)), entry.msgid
+        assert not re.search(r"[A-Za-z]{2,}", re.sub(r"\{\w+\}|--regrade|review", "", entry.msgstr)), entry.msgstr
+    folder = Path(review.__file__).parent
+    used = set(re.findall(r'\bt\("(\w+)"', (folder / "review.js").read_text(encoding="utf-8")))
+    used |= set(re.findall(r'"(zero_given(?:_one)?)"', (folder / "review.js").read_text(encoding="utf-8")))
+    used |= set(re.findall(r"\$t_(\w+)", (folder / "review.html").read_text(encoding="utf-8")))
+    server = Path(review.__file__).read_text(encoding="utf-8")
+    used |= {key for pair in re.findall(r'_words\(self\.text, "(\w+)"|text\["(\w+)"\]', server) for key in pair if key}
+    assert used == set(review.TEXT), (used ^ set(review.TEXT))
+
+    def question(*answers: str) -> review.Question:
+        q = review.Question("a", "nb:q", "", "", "", 2.0)
+        q.entries = [review.Entry(f"l{i}", f"l{i}", text, False, "") for i, text in enumerate(answers)]
+        return q
+
+    chinese = "减去最大值后指数都不超过 0，所以不会溢出；分子分母同乘 $e^{-m}$，结果不变。"
+    assert review.class_language([question(chinese, chinese, "exp overflows")]) == "zh_CN"
+    assert review.class_language([question(chinese, "exp overflows", "the shift cancels")]) == "en"
+    assert review.class_language([question()]) == "en"
 
 
 def test_an_instructor_grades_a_question_with_the_keyboard_and_the_scores_survive(course, graded, browser,

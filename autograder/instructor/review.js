@@ -1,48 +1,60 @@
-
 "use strict";
 const token = new URLSearchParams(location.search).get("token") || "";
+const TEXT = JSON.parse(document.getElementById("text").textContent);
 let data = null, qi = 0, li = 0;
 const $ = (id) => document.getElementById(id);
+// a fixed string of the page in its language, {name} filled from values
+const t = (key, values) => TEXT[key].replace(/\{(\w+)\}/g, (all, name) => (values && name in values ? values[name] : all));
 const keyOf = (q, e) => e.learner + "\t" + q.assignment + "\t" + q.key;
 function scoreOf(q, e) { return data.scores[keyOf(q, e)]; }
 // a score given for another answer (the learner resubmitted) does not count: the answer waits again
 function changed(q, e) { const s = scoreOf(q, e); return !!(s && s.answer && s.answer !== e.digest); }
 function graded(q, e) { return !!scoreOf(q, e) && !changed(q, e); }
 function say(text, cls) { const s = $("status"); s.textContent = text; s.className = cls || ""; }
+// HTML the server rendered from Markdown: the course's text as written, a learner's escaped, math as
+// MathML; the page's policy runs no script but this one, so nothing in it can run
+function rendered(id, markup, fallback) { const box = $(id); if (markup) box.innerHTML = markup; else box.textContent = fallback; }
 async function load() {
   const r = await fetch("/api/state", {headers: {"X-Review-Token": token}});
-  if (!r.ok) { $("title").textContent = "Open the address the review command printed."; return; }
+  if (!r.ok) { $("title").textContent = t("open_printed"); return; }
   data = await r.json();
-  if (!data.questions.length) { $("title").textContent = "Nothing to grade by hand in " + data.out; return; }
+  if (!data.questions.length) { $("title").textContent = t("nothing", {out: data.out}); return; }
   show();
+}
+function listRow(q, x, i) {
+  const row = document.createElement("div"), name = document.createElement("span"), score = document.createElement("span");
+  const s = scoreOf(q, x);
+  name.className = "name"; name.textContent = x.student; score.className = "score";
+  row.className = "row " + (graded(q, x) ? "done" : changed(q, x) ? "todo changed" : "todo") + (i === li ? " on" : "");
+  if (graded(q, x)) score.textContent = s.points + " / " + q.max_points;
+  else if (changed(q, x)) {
+    const old = document.createElement("s"); old.textContent = s.points;
+    score.append(t("changed_mark") + " ", old); row.title = t("changed_title");
+  } else score.textContent = "\u2013 / " + q.max_points;
+  row.append(name, score); row.onclick = () => { li = i; show(); };
+  return row;
 }
 function show() {
   const q = data.questions[qi], e = q.entries[li];
-  $("title").textContent = "Question " + (qi + 1) + " of " + data.questions.length + ": " + q.assignment + " / " + q.key;
+  $("title").textContent = t("title", {n: qi + 1, total: data.questions.length, assignment: q.assignment, key: q.key});
   const done = q.entries.filter((x) => graded(q, x)).length;
   const all = data.questions.reduce((n, x) => n + x.entries.length, 0);
   const allDone = data.questions.reduce((n, x) => n + x.entries.filter((y) => graded(x, y)).length, 0);
-  $("progress").textContent = done + " of " + q.entries.length + " graded for this question; " + allDone + " of " + all + " in all";
+  $("progress").textContent = t("progress", {done: done, total: q.entries.length, all_done: allDone, all: all});
   $("progress").dataset.done = done; $("progress").dataset.total = q.entries.length;
-  $("prompt").textContent = q.prompt; $("model").textContent = q.model_answer || "(none written)";
-  $("rubric").textContent = q.rubric || "(none written)";
-  $("max").textContent = "of " + q.max_points;
-  const side = $("side"); side.replaceChildren();
-  q.entries.forEach((x, i) => {
-    const d = document.createElement("div");
-    d.textContent = x.student; d.className = (graded(q, x) ? "done" : changed(q, x) ? "todo changed" : "todo") + (i === li ? " on" : "");
-    if (changed(q, x)) d.title = "the answer changed since it was graded: grade it again";
-    d.onclick = () => { li = i; show(); }; side.appendChild(d);
-  });
-  if (!e) { $("who").textContent = "nobody answered"; $("answer").textContent = ""; return; }
-  $("who").textContent = e.student + " (" + (li + 1) + " of " + q.entries.length + ")";
+  rendered("prompt", q.prompt_html, q.prompt); rendered("model", q.model_html, t("none_written"));
+  rendered("rubric", q.rubric_html, t("none_written"));
+  $("max").textContent = t("of_max", {max: q.max_points});
+  const side = $("side"); side.replaceChildren(...q.entries.map((x, i) => listRow(q, x, i)));
+  if (!e) { $("who").textContent = t("nobody"); $("answer").textContent = ""; return; }
+  $("who").textContent = t("who", {student: e.student, n: li + 1, total: q.entries.length});
   const a = $("answer");
-  if (e.answer === null) { a.textContent = "(the answer was not stored: grade this learner again with --regrade)"; a.className = "box blank"; }
-  else if (e.blank) { a.textContent = "(no answer: the cell is as released)"; a.className = "box blank"; }
-  else { a.textContent = e.answer; a.className = "box"; }
+  if (e.answer === null) { a.textContent = t("not_stored"); a.className = "box blank"; }
+  else if (e.blank) { a.textContent = t("blank"); a.className = "box blank"; }
+  else { rendered("answer", e.answer_html, e.answer); a.className = "box"; }
   const s = scoreOf(q, e);
   $("points").value = s ? s.points : ""; $("comment").value = s ? s.comment : "";
-  $("changed").textContent = changed(q, e) ? "The answer changed since it was graded (" + s.points + " points, not counted): grade it again." : "";
+  $("changed").textContent = changed(q, e) ? t("changed_note", {points: s.points}) : "";
   const on = side.children[li]; if (on) on.scrollIntoView({block: "nearest"});
 }
 async function post(q, e, points, comment) {
@@ -57,17 +69,17 @@ async function save(next) {
   if (!e) return;
   try {
     await post(q, e, $("points").value.trim(), $("comment").value.trim());
-    say("saved " + e.student + ": " + ($("points").value.trim() || "cleared"), "ok");
+    say(t("saved", {student: e.student, points: $("points").value.trim() || t("cleared")}), "ok");
     if (next && li < q.entries.length - 1) li += 1;
     document.activeElement.blur(); show();
-  } catch (err) { say("not saved: " + err.message, "err"); }
+  } catch (err) { say(t("not_saved", {error: err.message}), "err"); }
 }
 async function zeroBlank() {
   const q = data.questions[qi]; let n = 0;
   try {
     for (const e of q.entries) if (e.blank && !graded(q, e)) { await post(q, e, "0", ""); n += 1; }
-    say("gave 0 to " + n + " blank answer" + (n === 1 ? "" : "s"), "ok"); show();
-  } catch (err) { say("not saved: " + err.message, "err"); }
+    say(t(n === 1 ? "zero_given_one" : "zero_given", {n: n}), "ok"); show();
+  } catch (err) { say(t("not_saved", {error: err.message}), "err"); }
 }
 $("save").onclick = () => save(true); $("zero").onclick = zeroBlank;
 $("form").addEventListener("submit", (ev) => ev.preventDefault());

@@ -1,10 +1,22 @@
 """Hand grading by question: ``python -m autograder review --out DIR``.
 
 A local web page that shows one question graded by hand (an nbgrader manually graded cell) at a
-time, across every learner of a graded output folder: the learner's answer (as text, escaped), the
-question, the model answer and the rubric from ``solutions/``, a points field and a comment. Grading
-one question for the whole class in a row is how a class of 300 gets graded in an afternoon;
-nbgrader's formgrader goes submission by submission instead.
+time, across every learner of a graded output folder: the learner's answer, the question, the model
+answer and the rubric from ``solutions/``, a points field and a comment. Grading one question for the
+whole class in a row is how a class of 300 gets graded in an afternoon; nbgrader's formgrader goes
+submission by submission instead. The page fits a laptop's screen (1280 x 900): the rubric stands
+beside the answer being graded, with the points field below the answer; the list of learners shows
+each one's score for the question and marks an answer that changed since it was scored.
+
+Markdown and math are rendered as on the feedback pages (:func:`autograder.engine.feedback._markdown`:
+math as MathML, no script): the course's text as written, a learner's answer with every tag escaped.
+
+The page is in Chinese (``lang="zh-CN"``) when the class answered in Chinese (most written answers
+mostly Chinese, the rule of :func:`course_runtime.language.notebook_language`) or when
+``$COURSE_LANGUAGE`` says so (``COURSE_LANGUAGE=zh_CN python -m autograder review ...``; ``en`` for
+English): its fixed strings (:data:`TEXT`) come from the catalogue
+``autograder/instructor/locales/zh_CN/LC_MESSAGES/review.po``, and the question from the Chinese
+edition's exercise (``zh/exercises/``); the model answer and the rubric are the instructor's, as written.
 
 Keys: ``j``/``k`` or the arrow keys move between learners, ``n``/``p`` between questions, a digit
 types the points (a letter typed in the points field is a key again), ``c`` goes to the comment, ``Enter`` saves and moves to the next learner,
@@ -21,8 +33,11 @@ browser can read the answers or write scores. The page loads nothing from elsewh
 
 from __future__ import annotations
 
+import functools
 import html
 import json
+import os
+import re
 import secrets
 import threading
 import urllib.parse
@@ -36,9 +51,65 @@ from autograder.core.errors import UsageError
 from autograder.core.files import REPO_ROOT
 from autograder.core.safe_output import content_security_policy
 from autograder.engine.answers import answer_digest, is_blank, load_answers  # noqa: F401 - answer_digest is this module's too
+from course_runtime.language import CHINESE, ENGLISH, ENV_LANGUAGE, normalize_language, notebook_language, read_po
 
 MAX_BODY = 64 * 1024
 MAX_COMMENT = 2000
+CATALOGUE = Path(__file__).with_name("locales") / "{language}" / "LC_MESSAGES" / "review.po"
+#: Where each language's edition keeps its released exercises (the question in that language).
+EDITIONS = {CHINESE: "zh/exercises"}
+
+#: Every fixed string of the page and of the server's answers, in English; ``{name}`` is filled in.
+TEXT = {
+    "page_title": "Hand grading",
+    "learners": "learners",
+    "loading": "Loading...",
+    "keys": "{jk} or arrows: next/previous learner · {np}: next/previous question · digits: points · "
+            "{c}: comment · {enter}: save and next · {esc}: leave a field",
+    "question": "Question",
+    "points": "points",
+    "comment": "comment for the learner (optional)",
+    "save": "Save",
+    "zero": "0 to blank answers",
+    "zero_title": "give 0 points to every blank answer of this question",
+    "rubric": "Rubric",
+    "model": "Model answer",
+    "open_printed": "Open the address the review command printed (it carries a token).",
+    "nothing": "Nothing to grade by hand in {out}",
+    "title": "Question {n} of {total}: {assignment} / {key}",
+    "progress": "{done} of {total} graded for this question; {all_done} of {all} in all",
+    "none_written": "(none written)",
+    "of_max": "of {max}",
+    "nobody": "nobody answered",
+    "who": "{student} ({n} of {total})",
+    "not_stored": "(the answer was not stored: grade this learner again with --regrade)",
+    "blank": "(no answer: the cell is as released)",
+    "changed_mark": "changed, was",
+    "changed_title": "the answer changed since it was graded: grade it again",
+    "changed_note": "The answer changed since it was graded ({points} points, not counted): grade it again.",
+    "saved": "saved {student}: {points}",
+    "cleared": "cleared",
+    "not_saved": "not saved: {error}",
+    "zero_given_one": "gave 0 to 1 blank answer",
+    "zero_given": "gave 0 to {n} blank answers",
+    "not_a_number": "points {raw} is not a number (write decimals with a dot)",
+    "out_of_range": "points must be from 0 to {max}, not {raw}",
+    "too_long": "the comment is longer than {n} characters",
+}
+
+
+def page_text(language: str) -> dict[str, str]:
+    """:data:`TEXT` in ``language``: each string's translation from the page's catalogue, or the English
+    where it has none (an untranslated or fuzzy entry)."""
+    if language == ENGLISH:
+        return dict(TEXT)
+    path = Path(str(CATALOGUE).format(language=language))
+    known = {e.msgid: e.msgstr for e in read_po(path) if e.msgstr and "fuzzy" not in e.flags} if path.is_file() else {}
+    return {key: known.get(english, english) for key, english in TEXT.items()}
+
+
+def _words(text: dict[str, str], key: str, **values) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: str(values.get(m.group(1), m.group(0))), text[key])
 
 
 @dataclass
@@ -51,6 +122,7 @@ class Entry:
         answer: the answer as graded, or None when the grader stored none (an older version).
         blank: whether the learner wrote nothing beyond the released cell.
         digest: a digest of the answer, kept with the score to tell when the answer changed.
+        answer_html: the answer rendered (Markdown, math as MathML, every tag the learner wrote escaped).
     """
 
     learner: str
@@ -58,6 +130,7 @@ class Entry:
     answer: str | None
     blank: bool
     digest: str
+    answer_html: str = ""
 
 
 @dataclass
@@ -72,6 +145,7 @@ class Question:
         rubric: the rubric (from the ``**Rubric`` line to the end of the solution region).
         max_points: the cell's points.
         entries: one per graded learner, by learner key.
+        prompt_html, model_html, rubric_html: the three texts rendered (Markdown, math as MathML).
     """
 
     assignment: str
@@ -81,6 +155,18 @@ class Question:
     rubric: str
     max_points: float
     entries: list[Entry] = field(default_factory=list)
+    prompt_html: str = ""
+    model_html: str = ""
+    rubric_html: str = ""
+
+    def render(self) -> None:
+        """Fill in the ``*_html`` fields from the texts."""
+        from autograder.engine.feedback import _markdown
+
+        self.prompt_html, self.model_html, self.rubric_html = (
+            _markdown(text, trusted=True) if text else "" for text in (self.prompt, self.model_answer, self.rubric))
+        for entry in self.entries:
+            entry.answer_html = _markdown(entry.answer, trusted=False) if entry.answer and not entry.blank else ""
 
 
 def split_solution(source: str) -> tuple[str, str]:
@@ -106,15 +192,30 @@ def split_solution(source: str) -> tuple[str, str]:
     return model, "\n".join(region[cut:]).strip()
 
 
-def load_questions(out_dir: Path | str, root: Path = REPO_ROOT) -> list[Question]:
-    """Every hand-graded cell of the assignments graded in ``out_dir``, with each graded learner's answer.
+def _prompts(notebook) -> dict[str, str]:
+    """The question of each hand-graded cell of a notebook plan, by grade id: the Markdown cell just
+    before it and the cell's own released text (a stub aside)."""
+    from autograder.core.files import TEXT_STUB
+    from autograder.engine.plan import FREE, MANUAL
+
+    found, previous = {}, None
+    for cell in notebook.cells:
+        if cell.kind == MANUAL:
+            parts = (previous.source if previous is not None else "", cell.released.replace(TEXT_STUB, "").strip())
+            found[cell.key] = "\n\n".join(part for part in parts if part)
+        previous = cell if cell.kind == FREE and cell.cell_type == "markdown" else None
+    return found
+
+
+def load_questions(out_dir: Path | str, root: Path = REPO_ROOT, language: str = ENGLISH) -> list[Question]:
+    """Every hand-graded cell of the assignments graded in ``out_dir``, with each graded learner's answer;
+    the question in ``language`` where its edition has the exercise (else as the instructor wrote it).
 
     Raises:
         UsageError: ``out_dir`` holds no results.
     """
-    from autograder.core.files import TEXT_STUB
     from autograder.core.results import load_results
-    from autograder.engine.plan import FREE, MANUAL, PlanError, load_plan
+    from autograder.engine.plan import MANUAL, PlanError, load_plan, load_released_plan
 
     out_dir = Path(out_dir)
     results = [r for r in load_results(out_dir) if r.graded]
@@ -126,39 +227,61 @@ def load_questions(out_dir: Path | str, root: Path = REPO_ROOT) -> list[Question
             plan = load_plan(assignment, root)
         except PlanError:
             continue
+        try:
+            edition = load_released_plan(assignment, Path(root) / EDITIONS[language]).notebooks if language in EDITIONS else {}
+        except PlanError:
+            edition = {}
         own = sorted((r for r in results if r.assignment == assignment), key=lambda r: r.learner.casefold())
         answers = {r.learner: load_answers(out_dir, r) for r in own}
         for name, notebook in plan.notebooks.items():
-            previous = None
-            for cell in notebook.cells:
-                if cell.kind == MANUAL:
-                    key = f"{name}:{cell.key}"
-                    model, rubric = split_solution(cell.source)
-                    prompt = previous.source if previous is not None else ""
-                    own_text = cell.released.replace(TEXT_STUB, "").strip()
-                    question = Question(assignment, key, "\n\n".join(p for p in (prompt, own_text) if p),
-                                        model, rubric, cell.points)
-                    for result in own:
-                        if key not in result.cell_max_scores:
-                            continue
-                        stored = (answers[result.learner] or {}).get(key)
-                        text = stored.source if stored is not None else None
-                        question.entries.append(Entry(result.learner, result.student, text,
-                                                      text is not None and is_blank(text, cell.released),
-                                                      answer_digest(text)))
-                    questions.append(question)
-                previous = cell if cell.kind == FREE and cell.cell_type == "markdown" else None
+            prompts = {**_prompts(notebook), **(_prompts(edition[name]) if name in edition else {})}
+            for cell in (c for c in notebook.cells if c.kind == MANUAL):
+                key = f"{name}:{cell.key}"
+                question = Question(assignment, key, prompts[cell.key], *split_solution(cell.source), cell.points)
+                for result in own:
+                    if key not in result.cell_max_scores:
+                        continue
+                    stored = (answers[result.learner] or {}).get(key)
+                    text = stored.source if stored is not None else None
+                    question.entries.append(Entry(result.learner, result.student, text,
+                                                  text is not None and is_blank(text, cell.released),
+                                                  answer_digest(text)))
+                question.render()
+                questions.append(question)
     return questions
+
+
+def class_language(questions: list[Question]) -> str:
+    """The language the class answered in: Chinese when most of the written answers are mostly Chinese
+    (:func:`course_runtime.language.notebook_language`'s rule for one answer), else English."""
+    answered = [e.answer for q in questions for e in q.entries if e.answer and not e.blank]
+    chinese = sum(notebook_language({"cells": [{"cell_type": "markdown", "source": a}]}) == CHINESE for a in answered)
+    return CHINESE if answered and chinese * 2 > len(answered) else ENGLISH
 
 
 class ReviewState:
     """The questions and the hand scores, shared by the server's threads (one lock)."""
 
-    def __init__(self, out_dir: Path | str, root: Path = REPO_ROOT):
+    def __init__(self, out_dir: Path | str, root: Path = REPO_ROOT, language: str | None = None):
+        """``language``: the page's (``"en"``, ``"zh_CN"``); None: ``$COURSE_LANGUAGE`` when set, else
+        the class's (:func:`class_language`).
+
+        Raises:
+            UsageError: for a language the course does not have.
+        """
         from autograder.instructor.manual import read_hand_scores
 
         self.out_dir = Path(out_dir)
-        self.questions = load_questions(self.out_dir, root)
+        chosen = language or os.environ.get(ENV_LANGUAGE)
+        try:
+            self.language = normalize_language(chosen) if chosen else ENGLISH
+        except ValueError as error:
+            raise UsageError(f"${ENV_LANGUAGE}: {error}") from None
+        self.questions = load_questions(self.out_dir, root, self.language)
+        if not chosen and class_language(self.questions) != ENGLISH:
+            self.language = class_language(self.questions)
+            self.questions = load_questions(self.out_dir, root, self.language)
+        self.text = page_text(self.language)
         self.lock = threading.Lock()
         self.scores = read_hand_scores(self.out_dir)
 
@@ -188,7 +311,7 @@ class ReviewState:
             raise ValueError(f"no learner {learner!r} answered {key!r}")
         comment = str(data.get("comment") or "").strip()
         if len(comment) > MAX_COMMENT:
-            raise ValueError(f"the comment is longer than {MAX_COMMENT} characters")
+            raise ValueError(_words(self.text, "too_long", n=MAX_COMMENT))
         raw = str(data.get("points") if data.get("points") is not None else "").strip()
         index = (learner, assignment, key)
         with self.lock:
@@ -199,9 +322,9 @@ class ReviewState:
                 try:
                     points = float(raw)
                 except ValueError:
-                    raise ValueError(f"points {raw!r} is not a number (write decimals with a dot)") from None
+                    raise ValueError(_words(self.text, "not_a_number", raw=repr(raw))) from None
                 if not 0 <= points <= question.max_points:
-                    raise ValueError(f"points must be from 0 to {question.max_points:g}, not {raw}")
+                    raise ValueError(_words(self.text, "out_of_range", max=f"{question.max_points:g}", raw=raw))
                 stored = HandScore(points, comment, entry.digest)
                 self.scores[index] = stored
             write_hand_scores(self.out_dir, self.scores)
@@ -237,10 +360,10 @@ class _Handler(BaseHTTPRequestHandler):
         query = urllib.parse.parse_qs(url.query)
         if url.path == "/":
             if not self._allowed((query.get("token") or [None])[0]):
-                self._send(HTTPStatus.FORBIDDEN, b"Open the address the review command printed (it carries a token).",
+                self._send(HTTPStatus.FORBIDDEN, self.server.state.text["open_printed"].encode("utf-8"),
                            "text/plain; charset=utf-8")
                 return
-            self._send(HTTPStatus.OK, PAGE.encode("utf-8"), "text/html; charset=utf-8")
+            self._send(HTTPStatus.OK, page(self.server.state.language).encode("utf-8"), "text/html; charset=utf-8")
         elif url.path == "/api/state":
             if not self._allowed(self.headers.get("X-Review-Token")):
                 self._json(HTTPStatus.FORBIDDEN, {"error": "missing or wrong token"})
@@ -277,8 +400,8 @@ class ReviewServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, out_dir: Path | str, root: Path = REPO_ROOT, port: int = 0):
-        self.state = ReviewState(out_dir, root)
+    def __init__(self, out_dir: Path | str, root: Path = REPO_ROOT, port: int = 0, language: str | None = None):
+        self.state = ReviewState(out_dir, root, language)
         self.token = secrets.token_urlsafe(24)
         super().__init__(("127.0.0.1", port), _Handler)
         self.port = self.server_address[1]
@@ -326,7 +449,20 @@ def serve(out_dir: Path | str, root: Path = REPO_ROOT, port: int = 0) -> int:
 _STYLE, _SCRIPT, _TEMPLATE = (Path(__file__).with_name(f"review.{kind}").read_text(encoding="utf-8")
                               for kind in ("css", "js", "html"))
 
-# The page runs its own script only (allowed by its hash: no inline handler, nothing a learner wrote),
-# and shows every learner-supplied text with textContent.
+# The page runs its own script only (allowed by its hash: no inline handler, nothing a learner wrote);
+# it shows a learner's names and plain texts with textContent, and the HTML the server rendered from
+# Markdown (every tag a learner wrote escaped, math as sanitised MathML).
 POLICY = content_security_policy(_STYLE, _SCRIPT, connect=True)
-PAGE = Template(_TEMPLATE).substitute(policy=html.escape(POLICY, quote=True), style=_STYLE, script=_SCRIPT)
+_KEYS = {"jk": "j</kbd>/<kbd>k", "np": "n</kbd>/<kbd>p", "c": "c", "enter": "Enter", "esc": "Esc"}
+
+
+@functools.lru_cache(maxsize=None)
+def page(language: str) -> str:
+    """The page in ``language``: its fixed strings escaped into the template, and as JSON for the script
+    (a data block, which no browser runs)."""
+    text = page_text(language)
+    fixed = {f"t_{key}": html.escape(value, quote=True) for key, value in text.items()}
+    fixed["t_keys"] = re.sub(r"\{(\w+)\}", lambda m: f"<kbd>{_KEYS[m.group(1)]}</kbd>", fixed["t_keys"])
+    data = json.dumps(text, ensure_ascii=False).replace("<", "\\u003c")
+    return Template(_TEMPLATE).substitute(policy=html.escape(POLICY, quote=True), style=_STYLE, script=_SCRIPT,
+                                          lang="zh-CN" if language == CHINESE else "en", text=data, **fixed)
