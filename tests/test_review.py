@@ -240,6 +240,8 @@ def test_the_page_fits_a_laptop_screen_with_the_rubric_beside_the_answer(course,
         assert [text for _, text in rows] == ["ann2 / 2", "bob\u2013 / 2", "cychanged, was 1"], rows
         assert "changed" in rows[2][0] and "done" in rows[0][0], rows
         assert "1 of 3 graded" in browser.run("return document.getElementById('progress').textContent")
+        # a link in a learner's answer never carries the page's address (and its token) elsewhere
+        assert browser.run("return document.querySelector('meta[name=referrer]').content") == "no-referrer"
         browser.screenshot(tmp_path / "review-1280x900.png")
         console = [m for m in browser.console() if m.get("level") == "SEVERE"]
         assert not console, console
