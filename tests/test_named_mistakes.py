@@ -1,4 +1,4 @@
-"""Exercises 04 and 07: a classic wrong answer fails a visible test whose message names the mistake
+"""Exercises 04, 07 and 10: a classic wrong answer fails a visible test whose message names the mistake
 (issue 31). Exercise 11 has its own list, in test_your_own_gpt.py.
 
 Each mistake is the solution with one piece of code replaced; the visible tests run next to it in a
@@ -37,6 +37,68 @@ MISTAKES = {
         "cross-attention arguments swapped, no memory mask": (
             "decoder_block", "self.cross_attn(h, memory, mask=memory_mask)", "self.cross_attn(memory, h)",
             "test_decoder_block", "not self.cross_attn(memory, h, ...)"),
+    },
+    "10-capstone-gpt/capstone_gpt.ipynb": {
+        "optimizer state not restored": (
+            "save_checkpoint", '    optimizer.load_state_dict(checkpoint["optimizer"])\n', "", "test_checkpoint",
+            "the optimizer's state was not restored"),
+        "step counter lost": (
+            "save_checkpoint", '    return int(checkpoint["step"])', "    return 0", "test_checkpoint",
+            "the learning-rate schedule starts its warm-up again"),
+        "generator state not restored": (
+            "save_checkpoint", '    generator.set_state(checkpoint["rng"])\n', "", "test_checkpoint",
+            "the generator's state was not restored"),
+        "model object saved instead of its state_dict": (
+            "save_checkpoint", '{"model": model.state_dict(),', '{"model": model,', "test_checkpoint",
+            "Did you save the model or the optimizer itself?"),
+        "model weights not restored": (
+            "save_checkpoint", '    model.load_state_dict(checkpoint["model"])\n', "", "test_checkpoint",
+            "the model's weights were not restored"),
+        "every parameter counted as a matmul weight": (
+            "matmul_weights", "sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))",
+            "sum(p.numel() for p in model.parameters())", "test_measure_mfu", "you counted every parameter"),
+        "position table counted": (
+            "matmul_weights", "sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))",
+            "sum(p.numel() for p in model.parameters() if p.dim() >= 2)", "test_measure_mfu", "the position table too"),
+        "tied head left out": (
+            "matmul_weights", "sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))",
+            'sum(p.numel() for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("embeddings"))',
+            "test_measure_mfu", "the output head is missing"),
+        "no synchronize before the final clock": (
+            "matmul_weights", "        train_one_step()\n    wait()\n    seconds", "        train_one_step()\n    seconds",
+            "test_measure_mfu", "call synchronize() before reading the clock at the end"),
+        "no synchronize after the warm-up": (
+            "matmul_weights", "    wait()\n    start = clock()", "    start = clock()", "test_measure_mfu",
+            "the warm-up's work was still running when the clock started"),
+        "warm-up timed": (
+            "matmul_weights", "    for _ in range(warmup_steps):\n        train_one_step()\n    wait()\n    start = clock()\n",
+            "    start = clock()\n    for _ in range(warmup_steps):\n        train_one_step()\n    wait()\n",
+            "test_measure_mfu", "the warm-up steps were timed"),
+        "forward FLOPs only": (
+            "matmul_weights", "6 * matmul_weights(model) + 12 *", "2 * matmul_weights(model) + 4 *", "test_measure_mfu",
+            "the backward pass costs twice the forward pass"),
+        "attention term missing": (
+            "matmul_weights", " + 12 * len(model.layers) * context * model.config.d_model", "", "test_measure_mfu",
+            "the attention term 12 L T d is missing"),
+        "MFU as a percentage": (
+            "matmul_weights", "float(flops_per_second / peak_flops)", "float(100 * flops_per_second / peak_flops)",
+            "test_measure_mfu", "return a fraction, not a percentage"),
+        "AdamW's default weight decay": (
+            "final_loss", "lr=lr, weight_decay=0.0)", "lr=lr)", "test_lr_sweep", "weight_decay defaults to 0.01"),
+        "batches from the global random state": (
+            "final_loss", "x, y = sweep_batch(generator)", "x, y = get_batch(SWEEP_TRAIN, 8, 16)", "test_lr_sweep",
+            "draw every batch with sweep_batch(generator)"),
+        "last training loss returned": (
+            "final_loss", "    return sweep_val_loss(model)", "    return loss.item()", "test_lr_sweep",
+            "not the loss of the last training batch"),
+        "a nan picked as the best rate": (
+            "final_loss", "    finite = [(loss, lr) for loss, lr in zip(losses, lrs) if math.isfinite(loss)]\n"
+            "    return losses, min(finite)[1]", "    return losses, min(zip(losses, lrs))[1]", "test_lr_sweep",
+            "skip losses that are not finite"),
+        "linear x axis": (
+            "final_loss", '    ax.set_xscale("log")\n', "", "test_lr_sweep", "use ax.set_xscale('log')"),
+        "plot without its Axes returned": (
+            "final_loss", "    return ax", "    plt.show()", "test_lr_sweep", "should return the matplotlib Axes"),
     },
 }
 
