@@ -505,3 +505,69 @@ def test_the_chinese_setup_cell_switches_language_before_it_prints_and_comments_
         cells = json.loads(path.read_text("utf-8"))["cells"]
         first_code = next(c for c in cells if c["cell_type"] == "code")
         assert "".join(first_code["source"]) == source, path.relative_to(ROOT)
+
+
+def test_figure_text_kept_in_variables_is_followed_to_where_it_is_drawn():
+    """Strings reach a figure through names, loops, zip, append and +=, dict items, a helper's parameter,
+    a function's return value and ``interact``'s keywords; a string never drawn is not collected (issue 29)."""
+    cells = [
+        'labels = ["plain", "residual"]\nunused = "never drawn"\n'
+        'for label in labels:\n    ax.plot(x, label=label)',
+        'panels = [("one head", w)]\npanels += [(f"head {h}", w) for h in range(2)]\npanels.append(("last panel", w))\n'
+        'for ax, (title, weights) in zip(axes, panels):\n    ax.set_title(title)',
+        'def costs(n):\n    return {"recurrent": n, f"conv (k={k})": n}\n'
+        'c = costs(4)\nax.bar(list(c), list(c.values()))',
+        'def show(ax, caption):\n    ax.set_xlabel(caption)\nshow(ax, "tokens generated")',
+        'curves = {(cached, part): [] for cached in (False, True) for part in ("linear", "attention")}\n'
+        'for key, values in curves.items():\n    ax.plot(values, label=f"{key[0]}: {key[1]}")',
+        'interact(draw, temperature=(0.1, 2.0))\nbar = tqdm(range(3), desc="training 5 models")',
+    ]
+    found = dict(runtime_text.code_strings(cells, figures=True))
+    for text in ("plain", "residual", "one head", "head {h}", "last panel", "recurrent", "conv (k={k})",
+                 "tokens generated", "linear", "attention", "temperature", "training 5 models"):
+        assert text in found, text
+    assert "never drawn" not in found
+    assert found["head {h}"] and not found["plain"]          # an f-string is a pattern, a literal is not
+
+
+def _english_sentences(message: str) -> list[str]:
+    """Runs of four or more English words in a Chinese message, code aside: inline code, placeholders,
+    addresses, shapes such as (B, n_heads, T, head_dim) and identifiers (words with ``_``) are not prose."""
+    shown = re.sub(r"`[^`]*`|\{[^{}]*\}|https?://\S+|\((?:[\w.]+(?:, *)?)+\)", " ", message)
+    return [run for run in reader_checks.english_runs(shown)
+            if len([w for w in re.findall(r"[A-Za-z][\w'-]*", run) if "_" not in w]) >= 4]
+
+
+def test_every_message_a_chinese_learner_can_be_shown_is_chinese():
+    """Every message a visible test, a check of ``course_runtime.testing``, the guard, the source check or
+    ``validate`` can show has a Chinese entry, and no entry leaves an English sentence (issue 29); and the
+    checks' own failure paths, run here in process, come out Chinese."""
+    import torch
+
+    from course_runtime import testing
+    from course_runtime.errors import shortcut_message
+    from course_runtime.language import catalogue, translate_message
+
+    table = catalogue("messages", "zh_CN")
+    untranslated = [text for text, _ in runtime_text.runtime_messages(ROOT)["messages"]
+                    if table.lookup(text.replace("{{", "{").replace("}}", "}")) is None]
+    english = []
+    for m in catalogues.read_catalogue(runtime_text.runtime_catalogue_path("messages", ROOT)):
+        if m.id and m.string:
+            english += [f"{m.id[:50]!r}: {run!r}" for run in _english_sentences(m.string)]
+    assert not english, "\n".join(english)
+    said = []
+    for check in (lambda: testing.check_close(torch.zeros(2, 3), torch.ones(2, 3), name="weights"),
+                  lambda: testing.check_close(torch.zeros(2, 4), torch.ones(2, 3), name="weights"),
+                  lambda: testing.check_close(torch.full((2, 3), float("nan")), torch.ones(2, 3), name="weights"),
+                  lambda: testing.check_close([1.0, 2.0], torch.ones(2), name="weights"),
+                  lambda: testing.check_shape(torch.zeros(2, 5, 7), (2, 3, 4), name="scores"),
+                  lambda: testing.check_answer(3, 4, name="answer"),
+                  lambda: testing.check_close(torch.zeros(2), torch.ones(2), name="output", hint="divide by sqrt(d)")):
+        with pytest.raises(AssertionError) as raised:
+            check()
+        said.append(translate_message(str(raised.value), "zh_CN"))
+    said.append(translate_message(shortcut_message("torch.softmax"), "zh_CN"))
+    for message in said:
+        assert re.search(r"[\u4e00-\u9fff]", message) and not _english_sentences(message), message
+    assert not untranslated, untranslated[:20]
