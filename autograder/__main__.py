@@ -286,7 +286,8 @@ def _grade(args: argparse.Namespace) -> int:
     ``hand-scores.csv``) merged into grades.csv and the feedback once, with the grade at the top of
     every page, and the similarity report (:func:`autograder.instructor.after_grading.after_grading`);
     a malformed manual-scores file is refused before grading starts."""
-    from autograder.engine.batch import grade, parse_shard, shard_from_environment, summary_table
+    from autograder.core.results import Status
+    from autograder.engine.batch import failed, grade, parse_shard, shard_from_environment, summary_table
     from autograder.instructor.after_grading import after_grading
     from autograder.instructor.manual import read_manual_scores
 
@@ -298,14 +299,23 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"grading shard {shard[0]}/{shard[1]} ({where}); combine the shards' --out folders with `merge`")
     _warn_isolation()
     results = grade(args.submissions, args.assignment, args.out, jobs=args.jobs, root=args.root,
-                    limits=_limits(args), regrade=args.regrade, shard=shard, progress=not args.no_progress)
-    finished = after_grading(args.out, args.root, args.manual_scores)
-    failed = [r for r in results if not r.graded]
+                    limits=_limits(args), regrade=args.regrade, shard=shard, progress=not args.no_progress,
+                    grades_csv=False)
+    merged, finished = after_grading(args.out, args.root, args.manual_scores)
+    results = _as_merged(results, merged.results)
+    older = sum(r.kind is Status.OLDER_ATTEMPT for r in results)
     print(summary_table(results))
-    print(f"graded {len(results) - len(failed)} of {len(results)} submissions; "
-          f"grades in {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
+    print(f"graded {sum(r.graded for r in results)} of {len(results) - older} submissions"
+          + (f" ({older} older attempt{'s' if older != 1 else ''} superseded)" if older else "")
+          + f"; grades in {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
     print("\n".join(finished))
-    return 1 if failed else 0
+    return 1 if failed(results) else 0
+
+
+def _as_merged(results: list, merged: list) -> list:
+    """This run's ``results`` as ``grades.csv`` has them now, with the hand scores merged in."""
+    graded = {(r.learner, r.assignment): r for r in merged if r.graded}
+    return [graded.get((r.learner, r.assignment), r) if r.graded else r for r in results]
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -336,18 +346,18 @@ def _nbgrader(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from autograder.engine.batch import merge_results, summary_table
+    from autograder.engine.batch import failed, merge_results, summary_table
     from autograder.instructor.after_grading import after_grading
     from autograder.instructor.manual import read_manual_scores
 
     if args.manual_scores is not None:
         read_manual_scores(args.manual_scores)          # a malformed file is refused before anything is copied
-    results = merge_results(args.shards, args.out)
-    finished = after_grading(args.out, args.root, args.manual_scores)
-    print(summary_table(results))
-    print(f"merged {len(args.shards)} folders: {len(results)} results in {args.out / 'grades.csv'}")
+    merge_results(args.shards, args.out, grades_csv=False)
+    merged, finished = after_grading(args.out, args.root, args.manual_scores)
+    print(summary_table(merged.results))
+    print(f"merged {len(args.shards)} folders: {len(merged.results)} results in {args.out / 'grades.csv'}")
     print("\n".join(finished))
-    return 0 if all(r.graded for r in results) else 1
+    return 1 if failed(merged.results) else 0
 
 
 def _review(args: argparse.Namespace) -> int:

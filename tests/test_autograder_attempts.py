@@ -19,7 +19,7 @@ from autograder.core.errors import UsageError
 from autograder.core.results import GradeResult, Status, url_safe_name
 from autograder.engine.batch import check_complete, merge_results, shard_from_environment
 from autograder.engine.submissions import attempt_of
-from autograder.instructor.after_grading import merge_hand_scores
+from autograder.instructor.after_grading import publish
 
 # A scale() that records what it was called with, and a cell of the learner's after the scale test
 # that prints it: in grading, the hidden test's call (d_k=9) would show up as SEEN-9-X.
@@ -147,7 +147,7 @@ def test_the_page_tells_the_grade_after_hand_scores_and_the_late_penalty(canvas,
         assert {r["student"]: r[ASSIGNMENT] for r in csv.DictReader(handle)}["smithjane"] == "1.7"
     # What every later grade and merge run does at its end keeps both: the hand score (the last
     # file's copy) and the saved late policy.
-    merge_hand_scores(out, None)
+    publish(out, None)
     assert "Your grade for 00-fixture: <b>1.7</b>" in page(out, "smithjane #123")
 
 
@@ -252,3 +252,28 @@ def test_a_learner_whose_upload_is_not_a_notebook_gets_a_row_saying_what_to_hand
     assert status_text.startswith("the upload is not a notebook (mallory_3_3_my answers") , status_text
     assert status_text.endswith(".txt); hand in the .ipynb file") and rows["mallory"]["lms_id"] == "3"
     assert "hand in the .ipynb file" in page(out, "mallory #3", "not-graded.html")
+
+
+@pytest.mark.slow
+def test_older_attempts_are_no_failure_and_the_summary_mean_is_the_grades_csvs(course, tmp_path, capsys):
+    """Issue 30: a class whose only not-graded rows are superseded attempts exits 0, the summary lists them
+    apart from failures, and its mean counts the hand scores as grades.csv does."""
+    full = edited(course / "solutions" / ASSIGNMENT / NOTEBOOK, {"softmax": GOOD_SOFTMAX, "scale": GOOD_SCALE})
+    archive = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, when in (("smithjane_123_900_fixture.ipynb", TIMES[0]), ("smithjane_123_901_fixture-1.ipynb", TIMES[1])):
+            zf.writestr(zipfile.ZipInfo(name, date_time=when), full)
+    manual = tmp_path / "manual.csv"
+    manual.write_text("student,assignment,grade_id,points,comment\nsmithjane,00-fixture,test_softmax,0,\n")
+    out = tmp_path / "out"
+    status = main(["--root", str(course), "grade", str(archive), "--assignment", ASSIGNMENT, "--out", str(out),
+                   "--no-progress", "--jobs", "1", "--manual-scores", str(manual), *LIMITS])
+    said = capsys.readouterr().out
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        graded = [r for r in csv.DictReader(handle) if r["status"] == "graded"]
+    assert status == 0, said
+    assert len(graded) == 1 and float(graded[0]["score"]) < 3, "the hand score took points off"
+    assert f"{float(graded[0]['score']):.2f} / 3" in said, said
+    failures, older = said.split("older attempts, superseded")
+    assert "not graded:" not in failures and "smithjane / 00-fixture: an older attempt" in older
+    assert "graded 1 of 1 submissions (1 older attempt superseded)" in said

@@ -20,11 +20,13 @@ from autograder.core.errors import UsageError
 from autograder.core.outcomes import CellOutcome
 from autograder.core.results import (GradeResult, Status, load_result, result_path, url_safe_name, write_atomically,
                                 write_grades_csv)
-from autograder.engine.feedback import INSTRUCTOR_BEGIN, render_feedback, scrub_paths
-from autograder.engine.plan import TEST, RunCell
+from autograder.engine.feedback import page_record, render_feedback, scrub_paths
+from autograder.engine.pages import render_page, save_record
+from autograder.engine.plan import MANUAL, TEST, RunCell
 from autograder.engine.submissions import Submission
 from autograder.instructor.export import export, read_roster
 from autograder.instructor.late_policy import LatePolicy, days_late, parse_due, parse_late_policy
+from autograder.instructor.after_grading import publish
 from autograder.instructor.manual import ManualScoresError, merge_manual_scores
 
 CELLS = {"nb:q_intro": 1.0, "nb:test_b": 2.0, "nb:manual_essay": 5.0, "nb:test_a": 2.0}
@@ -43,12 +45,21 @@ def result(student, lms_id="", *, assignment="01-a", cells=None, late=False, sub
 
 
 def save(out: Path, *results: GradeResult, feedback=True) -> None:
+    """Save ``results`` as grading would: each graded one with the page of its notebook ``nb`` and that
+    page's record (its cells passed where they earned their points)."""
     for r in results:
         if feedback and r.graded:
-            page = Path("feedback") / r.learner / r.assignment / "nb.html"
-            write_atomically(out / page, b"<html><body><h1>x</h1><table><tr></tr></table>" + INSTRUCTOR_BEGIN.encode()
-                             + b"<!-- /instructor-grading --><p>cells</p></body></html>")
-            r.feedback = [page.as_posix()]
+            page = (Path("feedback") / r.learner / r.assignment / "nb.html").as_posix()
+            keys = [key.split(":", 1)[1] for key in r.cell_max_scores]
+            cells = [RunCell(kind=MANUAL if "manual" in key else TEST, key=key, cell_type="code", source="",
+                             shown=f"# {key}", points=r.cell_max_scores[f"nb:{key}"], origin="course") for key in keys]
+            outcomes = [CellOutcome("ok" if r.cells[f"nb:{key}"] in (None, r.cell_max_scores[f"nb:{key}"]) else "error",
+                                    "wrong values") for key in keys]
+            record = page_record(student=r.learner, assignment=r.assignment, notebook="nb", cells=cells,
+                                 outcomes=outcomes, scores={k: r.cells[f"nb:{k}"] for k in keys}, notes=[], hidden=[])
+            save_record(out, page, record)
+            write_atomically(out / page, render_page(record, r, automatic=r.score).encode())
+            r.feedback = [page]
         write_atomically(result_path(out, r.learner, r.assignment), json.dumps(asdict(r)).encode())
 
 
@@ -157,7 +168,7 @@ def test_manual_scores_fill_and_override_cells_and_survive_every_run(tmp_path):
     path = manual(tmp_path, "ann,01-a,manual_essay,4,clear argument\nSam #7,01-a,nb:test_a,1.5,"
                             "partly right: see the shape\nann,01-a,test_a,,\n")
     before = path.read_bytes()
-    merged = merge_manual_scores(out, path)
+    merged = publish(out, path)
     assert (merged.scores, merged.overrides, merged.pages) == (2, 1, 2)
     grades = {r["student"]: r for r in rows(out / "grades.csv")}
     assert grades["ann"]["score"] == "9" and grades["ann"]["needs_manual_grade"] == "no"
@@ -167,12 +178,12 @@ def test_manual_scores_fill_and_override_cells_and_survive_every_run(tmp_path):
     assert "changed by the instructor (the autograder gave 0)" in page and "partly right" in page
     assert "graded by your instructor" in (out / "feedback" / "ann" / "01-a" / "nb.html").read_text()
     # a second run (export, or grade resuming every submission) keeps the scores and rewrites nothing
-    again = merge_manual_scores(out, path)
+    again = publish(out, path)
     assert again.pages == 0 and {r["student"]: r["score"] for r in rows(out / "grades.csv")} == {"ann": "9", "Sam": "4.5"}
     assert path.read_bytes() == before, "the grader never writes the manual-scores file"
     # removing a line takes the score back out of grades.csv and the feedback
     write(path, "student,assignment,grade_id,points,comment\nSam #7,01-a,test_a,1.5,\n")
-    merge_manual_scores(out, path)
+    publish(out, path)
     assert {r["student"]: r["score"] for r in rows(out / "grades.csv")} == {"ann": "5", "Sam": "4.5"}
     assert "instructor&#x27;s grading" not in (out / "feedback" / "ann" / "01-a" / "nb.html").read_text()
     assert "Your instructor's grading" not in (out / "feedback" / "ann" / "01-a" / "nb.html").read_text()
@@ -321,7 +332,7 @@ def test_feedback_never_shows_the_graders_paths(tmp_path):
                            scores={"test_x": 0.0}, notes=[f"repaired {REPO_ROOT}/solutions/x"], hidden=[])
     for path in (tempfile.gettempdir() + "/", str(REPO_ROOT), "/home/learner"):
         assert path not in page
-    assert "fixture.ipynb" in page and INSTRUCTOR_BEGIN in page
+    assert "fixture.ipynb" in page
     assert scrub_paths("see /usr/share/doc and 3/tmp", "nb") == "see /usr/share/doc and 3/tmp"
 
 

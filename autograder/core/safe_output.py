@@ -106,11 +106,12 @@ def content_security_policy(style: str, script: str | None = None, *, images: bo
     return "; ".join(parts)
 
 
-def page_head(title: str, style: str, *, images: bool = False) -> str:
+def page_head(title: str, style: str, *, images: bool = False, lang: str = "en") -> str:
     """The start of a page the grader writes, up to and including ``<body>``: the policy first (a
-    ``<meta http-equiv>`` applies only to what follows it), then the escaped ``title`` and ``style``."""
+    ``<meta http-equiv>`` applies only to what follows it), then the escaped ``title`` and ``style``.
+    ``lang``: the page's language, ``en`` or a course language such as ``zh_CN`` (written ``zh-CN``)."""
     policy = html.escape(content_security_policy(style, images=images), quote=True)
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+    return (f"<!DOCTYPE html><html lang='{html.escape(lang.replace('_', '-'), quote=True)}'><head><meta charset='utf-8'>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{policy}\">"
             f"<title>{html.escape(title)}</title><style>{style}</style></head><body>")
 

@@ -37,6 +37,7 @@ from autograder.core.results import (GradeResult, Status, load_result, load_resu
                                 write_grades_csv)
 from autograder.engine.grade_one import fingerprint, grade_submission, write_status_page
 from autograder.engine.mounts import kernel_library
+from autograder.engine.pages import RECORDS, load_record
 from autograder.engine.plan import AssignmentPlan, PlanError, load_plan
 from autograder.engine.submissions import Catalogue, Submission, collect_submissions, extract_zip, newest_attempts_first
 
@@ -199,7 +200,7 @@ def default_jobs() -> int:
 def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs: int | None = None,
           root: Path = REPO_ROOT, timeout: float = EXECUTE_TIMEOUT_S, limits: Limits | None = None,
           regrade: list[str] | tuple[str, ...] = (), shard: tuple[int, int] | None = None,
-          progress: bool = True) -> list[GradeResult]:
+          progress: bool = True, grades_csv: bool = True) -> list[GradeResult]:
     """Grade every submission found under ``submissions``; write results, feedback and ``grades.csv``.
 
     Args:
@@ -217,6 +218,8 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
             N machines share a batch; their ``--out`` folders are combined by :func:`merge_results`
             (or they write into one shared folder).
         progress: show a progress bar.
+        grades_csv: rebuild ``grades.csv`` at the end; the command line leaves it to
+            :func:`autograder.instructor.after_grading.publish`, which writes it once, hand scores merged.
 
     Returns:
         One result per submission found in this run (resumed ones included), sorted by
@@ -227,75 +230,19 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
             shard or a ``regrade`` name that matches no submission.
         GradingInterrupted: on Ctrl-C, after saving every finished result and ``grades.csv``.
     """
-    jobs = default_jobs() if jobs is None else jobs
-    if shard is not None and not 1 <= shard[0] <= shard[1]:
-        raise UsageError(f"shard {shard[0]}/{shard[1]}: need 1 <= i <= N")
-    if jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {jobs}")
-    limits = limits or Limits(cell_timeout=float(timeout))
-    try:
-        limits.check()
-    except ValueError as error:
-        raise UsageError(str(error)) from error
-    out_dir = Path(out_dir).resolve()
-    if out_dir.exists() and not out_dir.is_dir():
-        raise UsageError(f"--out must be a folder, but {out_dir} is a file")
-    submissions = archive = Path(submissions)
+    jobs, limits, out_dir = _checked_options(jobs, shard, limits or Limits(cell_timeout=float(timeout)), out_dir)
+    archive = Path(submissions)
     with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
         tmp = Path(tmp)
-        if submissions.is_file() and zipfile.is_zipfile(submissions) and submissions.suffix != ".ipynb":
-            submissions, skipped = extract_zip(submissions, tmp / "zip")
-        else:
-            skipped = []
-        found = newest_attempts_first(collect_submissions(submissions, assignment, root=root))
-        _check_regrade(regrade, found)
-        if shard is not None:
-            found = [s for s in found if shard_of(s.learner, shard[1]) == shard[0]]
-            skipped = [entry for entry in skipped if shard_of(entry, shard[1]) == shard[0]]
+        found, skipped = _find(archive, assignment, root, tmp, regrade, shard)
         out_dir.mkdir(parents=True, exist_ok=True)
         if shard is not None:
             _record_shard(out_dir, shard)
-        results: list[GradeResult] = [_skipped_entry_row(out_dir, entry, archive) for entry in skipped]
+        results = [_skipped_entry_row(out_dir, entry, archive) for entry in skipped]
         catalogue = Catalogue(root)
         catalogue_ids = {a: catalogue.grade_ids(a) for a in catalogue.notebooks}
-        plans: dict[str, AssignmentPlan | str] = {}
-        for name in sorted({s.assignment for s in found if s.assignment and not s.problem}):
-            try:
-                plans[name] = load_plan(name, root)
-            except PlanError as error:
-                plans[name] = f"the assignment could not be prepared: {error}"
-        pending: list[tuple[Submission, AssignmentPlan, Path]] = []
-        seen: dict[tuple[str, str], int] = {}
-        for submission in found:
-            pair = (submission.learner, submission.assignment)
-            seen[pair] = seen.get(pair, -1) + 1
-            duplicate = seen[pair]
-            plan = plans.get(submission.assignment)
-            if duplicate and not submission.problem:
-                submission.problem = (f"another submission of {clean_text(submission.learner)} for "
-                                      f"{submission.assignment} was found; only the first is graded")
-            if isinstance(plan, str) and not submission.problem:
-                submission.problem = plan
-            path = result_path(out_dir, submission.learner, submission.assignment, duplicate)
-            if submission.problem:
-                result = GradeResult(clean_text(submission.student), submission.assignment, submission.problem,
-                                     lms_id=submission.lms_id, late=submission.late,
-                                     submitted_at=submission.submitted_at,
-                                     fingerprint=fingerprint(submission, None), origin=clean_text(submission.origin),
-                                     files=submission.files, other_attempts=submission.other_attempts,
-                                     kind=submission.problem_kind)
-                if not duplicate:                   # the learner's newest attempt: they get a page saying why
-                    write_status_page(out_dir, submission, result)
-                write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
-                results.append(result)
-                continue
-            previous = load_result(path)
-            if (previous is not None and previous.fingerprint == fingerprint(submission, plan)
-                    and previous.kind is not Status.GRADER_FAILED
-                    and not {submission.student, submission.learner, clean_text(submission.learner)} & set(regrade)):
-                results.append(previous)
-                continue
-            pending.append((submission, plan, path))
+        done, pending = _triage(found, _plans(found, root), out_dir, regrade)
+        results += done
         if pending:
             try:
                 results += asyncio.run(_grade_pending(pending, out_dir, tmp, limits, jobs, catalogue_ids,
@@ -306,8 +253,106 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
                 raise GradingInterrupted(
                     f"interrupted: {len(saved)} finished result{'s' if len(saved) != 1 else ''} saved and "
                     f"listed in {out_dir / 'grades.csv'}; run the same command again to grade the rest") from None
-    write_grades_csv(out_dir / "grades.csv", load_results(out_dir))
+    if grades_csv:
+        write_grades_csv(out_dir / "grades.csv", load_results(out_dir))
     return sorted(results, key=lambda r: (r.assignment, r.student))
+
+
+def _checked_options(jobs: int | None, shard: tuple[int, int] | None, limits: Limits,
+                     out_dir: Path | str) -> tuple[int, Limits, Path]:
+    """``(jobs, limits, out_dir)`` of :func:`grade`, checked (see there); the output folder resolved."""
+    jobs = default_jobs() if jobs is None else jobs
+    if shard is not None and not 1 <= shard[0] <= shard[1]:
+        raise UsageError(f"shard {shard[0]}/{shard[1]}: need 1 <= i <= N")
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    try:
+        limits.check()
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+    out_dir = Path(out_dir).resolve()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out must be a folder, but {out_dir} is a file")
+    return jobs, limits, out_dir
+
+
+def _find(submissions: Path, assignment: str, root: Path, tmp: Path, regrade, shard: tuple[int, int] | None
+          ) -> tuple[list[Submission], list[str]]:
+    """The submissions of this run (a zip extracted into ``tmp``), each learner's newest attempt first,
+    only the shard's learners; and the zip entries that were not extracted."""
+    skipped: list[str] = []
+    if submissions.is_file() and zipfile.is_zipfile(submissions) and submissions.suffix != ".ipynb":
+        submissions, skipped = extract_zip(submissions, tmp / "zip")
+    found = newest_attempts_first(collect_submissions(submissions, assignment, root=root))
+    _check_regrade(regrade, found)
+    if shard is not None:
+        found = [s for s in found if shard_of(s.learner, shard[1]) == shard[0]]
+        skipped = [entry for entry in skipped if shard_of(entry, shard[1]) == shard[0]]
+    return found, skipped
+
+
+def _plans(found: list[Submission], root: Path) -> dict[str, AssignmentPlan | str]:
+    """Each assignment's plan, loaded once, or why it could not be prepared."""
+    plans: dict[str, AssignmentPlan | str] = {}
+    for name in sorted({s.assignment for s in found if s.assignment and not s.problem}):
+        try:
+            plans[name] = load_plan(name, root)
+        except PlanError as error:
+            plans[name] = f"the assignment could not be prepared: {error}"
+    return plans
+
+
+def _triage(found: list[Submission], plans: dict[str, AssignmentPlan | str], out_dir: Path, regrade
+            ) -> tuple[list[GradeResult], list[tuple[Submission, AssignmentPlan, Path]]]:
+    """Split the submissions into those done now, with their rows (a problem of the submission's own,
+    written with its page; a result an earlier run finished), and those to grade."""
+    done: list[GradeResult] = []
+    pending: list[tuple[Submission, AssignmentPlan, Path]] = []
+    seen: dict[tuple[str, str], int] = {}
+    for submission in found:
+        pair = (submission.learner, submission.assignment)
+        seen[pair] = duplicate = seen.get(pair, -1) + 1
+        plan = plans.get(submission.assignment)
+        if duplicate and not submission.problem:
+            submission.problem = (f"another submission of {clean_text(submission.learner)} for "
+                                  f"{submission.assignment} was found; only the first is graded")
+        if isinstance(plan, str) and not submission.problem:
+            submission.problem = plan
+        path = result_path(out_dir, submission.learner, submission.assignment, duplicate)
+        if submission.problem:
+            done.append(_problem_row(out_dir, submission, path, newest=not duplicate))
+            continue
+        previous = load_result(path)
+        if _resumable(previous, submission, plan, out_dir, regrade):
+            done.append(previous)
+        else:
+            pending.append((submission, plan, path))
+    return done, pending
+
+
+def _problem_row(out_dir: Path, submission: Submission, path: Path, *, newest: bool) -> GradeResult:
+    """The saved row of a submission that cannot be graded; the learner's newest attempt also gets a
+    page saying why."""
+    result = GradeResult(clean_text(submission.student), submission.assignment, submission.problem,
+                         lms_id=submission.lms_id, late=submission.late, submitted_at=submission.submitted_at,
+                         fingerprint=fingerprint(submission, None), origin=clean_text(submission.origin),
+                         files=submission.files, other_attempts=submission.other_attempts,
+                         kind=submission.problem_kind)
+    if newest:
+        write_status_page(out_dir, submission, result)
+    write_atomically(path, json.dumps(asdict(result), indent=1).encode("utf-8"))
+    return result
+
+
+def _resumable(previous: GradeResult | None, submission: Submission, plan: AssignmentPlan, out_dir: Path,
+               regrade) -> bool:
+    """Whether an earlier run's result stands: same files and instructor's notebooks, not a failure of
+    the grader, not asked to be graded again, and its pages' records kept (a result of an older grader
+    without them is graded again, so that its pages can show hand scores and lateness)."""
+    return (previous is not None and previous.fingerprint == fingerprint(submission, plan)
+            and previous.kind is not Status.GRADER_FAILED
+            and all(load_record(out_dir, page) is not None for page in previous.feedback)
+            and not {submission.student, submission.learner, clean_text(submission.learner)} & set(regrade))
 
 
 SKIPPED_ZIP_ENTRY = ("not extracted from the zip: an absolute path, `..`, a link, or a name this file system "
@@ -400,11 +445,12 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
     return results
 
 
-def merge_results(shard_dirs: list[Path | str], out_dir: Path | str) -> list[GradeResult]:
+def merge_results(shard_dirs: list[Path | str], out_dir: Path | str, *, grades_csv: bool = True) -> list[GradeResult]:
     """Combine the ``--out`` folders of shards graded on several machines into ``out_dir``.
 
-    Copies each shard's ``results/``, ``feedback/`` and ``answers/`` files into ``out_dir`` (the folder may be one of
-    the shards, or hold an earlier merge) and rebuilds ``grades.csv`` from all results. A learner is
+    Copies each shard's ``results/``, ``feedback/``, page records and ``answers/`` files into ``out_dir`` (the
+    folder may be one of the shards, or hold an earlier merge) and rebuilds ``grades.csv`` from all results
+    (unless ``grades_csv`` is False: the command line writes it once, hand scores merged). A learner is
     graded by one shard only, so the same result file with different contents in two shards means
     the shards did not split one batch (e.g. different N): that is refused before anything is copied.
     So is a set of shards that is not complete (each ``grade --shard`` notes its shard in
@@ -431,7 +477,7 @@ def merge_results(shard_dirs: list[Path | str], out_dir: Path | str) -> list[Gra
         print(f"note: {note}")
     for shard in map(Path, shard_dirs):
         for path in sorted(p for p in shard.rglob("*") if p.is_file() and p.parts[len(shard.parts)] in
-                           ("results", "feedback", "answers", "logs") and not p.name.endswith(".tmp")):
+                           ("results", "feedback", RECORDS, "answers", "logs") and not p.name.endswith(".tmp")):
             name = path.relative_to(shard).as_posix()
             data = path.read_bytes()
             if name in sources and sources[name][1] != data:
@@ -445,29 +491,38 @@ def merge_results(shard_dirs: list[Path | str], out_dir: Path | str) -> list[Gra
     for shard in set().union(*(_shards_in(f) for f in folders)):
         _record_shard(out_dir, shard)                    # so that the merged folder can be merged again
     results = load_results(out_dir)
-    write_grades_csv(out_dir / "grades.csv", results)
+    if grades_csv:
+        write_grades_csv(out_dir / "grades.csv", results)
     return results
 
 
+def failed(results: list[GradeResult]) -> list[GradeResult]:
+    """The submissions that were not graded and should have been: an older attempt, superseded by the
+    learner's newest one, is not among them."""
+    return [r for r in results if not r.graded and r.kind is not Status.OLDER_ATTEMPT]
+
+
 def summary_table(results: list[GradeResult]) -> str:
-    """A plain-text summary: counts per assignment, then every submission that was not graded and why."""
+    """A plain-text summary: counts and the mean score per assignment (of the results as given: pass
+    them with the hand scores merged, so that the mean is ``grades.csv``'s), then every submission that
+    was not graded and why, the older attempts apart, and the flagged ones."""
     lines = []
     by_assignment: dict[str, list[GradeResult]] = {}
     for r in results:
         by_assignment.setdefault(r.assignment or "?", []).append(r)
     width = max([len("assignment")] + [len(a) for a in by_assignment])
-    lines.append(f"{'assignment':<{width}}  graded  not graded  mean score")
+    lines.append(f"{'assignment':<{width}}  graded  not graded  older attempts  mean score")
     for name, group in sorted(by_assignment.items()):
         graded = [r for r in group if r.graded]
+        older = sum(r.kind is Status.OLDER_ATTEMPT for r in group)
         mean = (f"{sum(r.score for r in graded) / len(graded):.2f} / {graded[0].max_score:g}"
                 if graded else "-")
-        lines.append(f"{name:<{width}}  {len(graded):>6}  {len(group) - len(graded):>10}  {mean}")
-    failed = [r for r in results if not r.graded]
-    if failed:
-        lines.append("")
-        lines.append("not graded:")
-        for r in failed:
-            lines.append(f"  {r.student} / {r.assignment or '?'}: {one_line(r.status, 200)}")
+        lines.append(f"{name:<{width}}  {len(graded):>6}  {len(group) - len(graded) - older:>10}  {older:>14}  {mean}")
+    for title, rows in (("not graded:", failed(results)),
+                        ("older attempts, superseded by the newest (not graded, as it should be):",
+                         [r for r in results if r.kind is Status.OLDER_ATTEMPT])):
+        if rows:
+            lines += ["", title] + [f"  {r.student} / {r.assignment or '?'}: {one_line(r.status, 200)}" for r in rows]
     flagged = [r for r in results if r.graded and r.flags]
     if flagged:
         lines.append("")

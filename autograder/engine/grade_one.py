@@ -25,7 +25,8 @@ from autograder.engine.mounts import kernel_library
 from autograder.engine.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
 from autograder.engine.policy import enforce
 from autograder.engine.submissions import Submission
-from course_runtime.language import notebook_language, translate, translate_message
+from autograder.engine.pages import record_path, render_page, save_record
+from course_runtime.language import ENGLISH, notebook_language, translate, translate_message
 from course_runtime.wire import RELEASE_REQUEST
 
 GUARD_TIMEOUT_S = 30.0
@@ -133,7 +134,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         catalogue_ids: every assignment's grade ids, to name the assignment of a wrong notebook.
         referee: the :class:`autograder.engine.referee.RefereeProcess` of this job slot.
     """
-    from autograder.engine.feedback import render_feedback, submitted_outputs
+    from autograder.engine.feedback import course_text, page_record, submitted_outputs
     from autograder.engine.referee import RefereeError
     from autograder.engine.runner import KernelDidNotStart, KernelStopped, SandboxedKernel
 
@@ -158,7 +159,8 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         if wrong:
             result.status, result.kind = wrong, Status.WRONG_NOTEBOOK
             return result
-        pages, runs = {}, {}
+        records, runs = {}, {}
+        languages = {name: notebook_language(nb) for name, nb in learner.items()}
         for name, nb_plan in plan.notebooks.items():
             assembly = assemblies.get(name) or assemble(nb_plan, _empty_notebook())
             if name not in learner:
@@ -200,14 +202,14 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
             result.notes += assembly.notes
             runs[name] = (assembly.cells, outcomes)
             result.flags += [f"{name}: {rule}" for rule in broken_rules if f"{name}: {rule}" not in result.flags]
-            pages[name] = render_feedback(student=clean_text(submission.learner), assignment=plan.name,
-                                          notebook=name,
-                                          cells=assembly.cells, outcomes=outcomes, scores=scores,
-                                          notes=assembly.notes, hidden=nb_plan.hidden_lines,
-                                          submitted=submitted_outputs(learner.get(name), assembly.cells),
-                                          course_sources={c.key: c.source for c in nb_plan.cells},
-                                          attempt=submission.described(), other_attempts=submission.other_attempts)
-        result.feedback = write_pages(out_dir, submission, {f"{name}.html": page for name, page in pages.items()})
+            language = languages.get(name, next(iter(languages.values()), ENGLISH))
+            records[name] = page_record(student=clean_text(submission.learner), assignment=plan.name, notebook=name,
+                                        cells=assembly.cells, outcomes=outcomes, scores=scores,
+                                        notes=assembly.notes, hidden=nb_plan.hidden_lines,
+                                        submitted=submitted_outputs(learner.get(name), assembly.cells),
+                                        course_sources={c.key: c.source for c in nb_plan.cells},
+                                        attempt=submission.described(), other_attempts=submission.other_attempts,
+                                        language=language, course_text=course_text(plan.name, name, language))
         for name, (cells, outcomes) in runs.items():
             write_run_log(out_dir, submission, name, cells, outcomes)
         result.score = sum(v for v in result.cells.values() if v is not None)
@@ -215,6 +217,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         # the answers as graded, for hand grading by question and the similarity report
         save_answers(out_dir, submission.learner, plan.name, assemblies, result.fingerprint)
         result.status, result.kind = GRADED, Status.GRADED
+        result.feedback = write_pages(out_dir, submission, result, {f"{name}.html": r for name, r in records.items()})
     except Exception as error:  # the batch must survive anything one submission does
         result.status = f"internal error: {type(error).__name__}: {one_line(str(error))}"
         result.kind = Status.GRADER_FAILED
@@ -238,17 +241,22 @@ def refusal_flag(names: tuple[str, ...]) -> str:
     return f"a switched-off built-in ran during its tests ({which})"
 
 
-def write_pages(out_dir: Path, submission: Submission, pages: dict[str, str]) -> list[str]:
-    """Write one submission's feedback pages into its folder (:func:`autograder.core.results.feedback_folder`),
-    remove pages an earlier run left there (a notebook since renamed, a "not graded" page) and
-    return the pages' paths relative to ``out_dir``."""
+def write_pages(out_dir: Path, submission: Submission, result: GradeResult, records: dict[str, dict]) -> list[str]:
+    """Save one submission's page records and write its feedback pages, as the autograder alone left
+    them (:func:`autograder.engine.pages.render_page`; ``grade`` and ``merge`` render them again with
+    the hand scores and the late standing), into its folder (:func:`autograder.core.results.feedback_folder`);
+    remove pages and records an earlier run left there (a notebook since renamed, a "not graded"
+    page) and return the pages' paths relative to ``out_dir``."""
     folder = feedback_folder(out_dir, submission.learner, submission.assignment)
-    for name, page in pages.items():
-        write_atomically(folder / name, page.encode("utf-8"))
+    pages = [(folder / name).relative_to(out_dir).as_posix() for name in records]
+    for page, record in zip(pages, records.values()):
+        save_record(out_dir, page, record)
+        write_atomically(Path(out_dir) / page, render_page(record, result, automatic=result.score).encode("utf-8"))
     for stale in folder.glob("*.html"):
-        if stale.name not in pages:
+        if stale.name not in records:
             stale.unlink(missing_ok=True)
-    return [(folder / name).relative_to(out_dir).as_posix() for name in pages]
+            record_path(out_dir, stale.relative_to(out_dir).as_posix()).unlink(missing_ok=True)
+    return pages
 
 
 RUN_LOG_MAX_CHARS = 1_000_000
@@ -279,15 +287,25 @@ def write_run_log(out_dir: Path, submission: Submission, notebook: str, cells, o
 def write_status_page(out_dir: Path, submission: Submission, result: GradeResult) -> None:
     """Give a submission that could not be graded a feedback page that says why and what to submit
     again (``not-graded.html``), and list it in ``result.feedback``; never raises."""
-    from autograder.engine.feedback import status_page
+    from autograder.engine.feedback import status_record
 
     try:
-        page = status_page(student=clean_text(submission.learner), assignment=submission.assignment,
-                           status=result.status, kind=result.kind, attempt=submission.described(),
-                           other_attempts=submission.other_attempts)
-        result.feedback = write_pages(out_dir, submission, {"not-graded.html": page})
+        record = status_record(student=clean_text(submission.learner), assignment=submission.assignment,
+                               status=result.status, attempt=submission.described(),
+                               other_attempts=submission.other_attempts, language=submission_language(submission))
+        result.feedback = write_pages(out_dir, submission, result, {"not-graded.html": record})
     except Exception:                           # a page is a courtesy; the row says the same
         result.feedback = []
+
+
+def submission_language(submission: Submission) -> str:
+    """The language of the first of the submission's notebooks that can be read (English when none can)."""
+    for file in submission.notebooks.values():
+        try:
+            return notebook_language(read_notebook(file))
+        except NotebookError:
+            continue
+    return ENGLISH
 
 
 def in_learners_language(cells, outcomes: list, notebook) -> list:

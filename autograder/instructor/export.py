@@ -47,10 +47,10 @@ from pathlib import Path
 from autograder.core.errors import UsageError
 from autograder.core.results import GradeResult, cell_columns, write_atomically
 from autograder.core.safe_output import csv_text
-from autograder.engine.feedback import refresh_grade_headers
+from autograder.instructor.after_grading import publish
 from autograder.instructor.late_policy import (LATE_RECORD, LatePolicy, days_late, lateness, parse_due,
                                                parse_late_policy, save_late_policy, saved_policy)
-from autograder.instructor.manual import merge_manual_scores, squeeze_name
+from autograder.instructor.manual import squeeze_name
 
 FORMATS = ("canvas", "moodle", "plain")
 MISSING = "missing"
@@ -530,14 +530,14 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
         raise UsageError(f"{out_dir} has no results/ folder: give the --out folder that `grade` wrote")
     roster = read_roster(roster_path) if roster_path else None
     warnings = _check_lms(fmt, roster, moodle_id)
-    merged = merge_manual_scores(out_dir, manual_path)     # hand-scores.csv and the last file, by default
+    # hand-scores.csv and the last file, by default; grades.csv and the pages with this late policy
+    merged = publish(out_dir, manual_path, lateness(policy, due_at))
     results, manual_line = merged.results, merged.summary(manual_path)
     if saved is not None:
         manual_line = "\n".join(filter(None, [manual_line, f"late policy: {late_policy}" + (f", due {due}" if due else "")
                                               + f" (saved by an earlier export in {out_dir / LATE_RECORD})"]))
     elif late_policy is not None:
         save_late_policy(out_dir, late_policy, due)
-    refresh_grade_headers(out_dir, results, lateness(policy, due_at))
     chosen = _assignments(results, assignments)
     results = [r for r in results if r.assignment in chosen]
     learners = learners_of(results)

@@ -16,6 +16,7 @@ carries no duration.
 An export with a late policy saves it in ``<out>/late-policy.json`` (:data:`LATE_RECORD`); the grade at
 the top of every feedback page then shows the late days and the penalty, and later ``grade``,
 ``merge`` and ``export`` runs apply the same policy unless given another (:func:`saved_lateness`).
+Before any policy is set, a page still says that its submission was late (:func:`lateness` of None).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -102,14 +103,6 @@ def days_late(result: GradeResult, due: datetime | None, policy: LatePolicy) -> 
     return max(0, math.ceil(seconds / DAY_S)) if seconds > 0 else 0
 
 
-def describe_policy(policy: LatePolicy, due: datetime | None) -> str:
-    """The late policy in words, for feedback pages."""
-    what = {"none": "no penalty", "zero": "a late submission scores 0"}.get(
-        policy.kind, f"{policy.percent:g} % of the maximum off per started day late"
-        + (f" after {policy.grace_hours:g} hours of grace" if policy.grace_hours else ""))
-    return what + (f"; due {due.astimezone(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}" if due else "")
-
-
 def save_late_policy(out_dir: Path, late_policy: str, due: str | None) -> None:
     """Remember the late policy of an export in ``<out>/late-policy.json`` (see the module docstring)."""
     write_atomically(Path(out_dir) / LATE_RECORD, json.dumps({"late_policy": late_policy, "due": due}).encode("utf-8"))
@@ -124,22 +117,35 @@ def saved_policy(out_dir: Path) -> tuple[str, str | None] | None:
         return None
 
 
-def lateness(policy: LatePolicy, due: datetime | None):
-    """``result -> (days late, points off, the policy in words)`` for :func:`autograder.engine.feedback.refresh_grade_headers`."""
-    words = describe_policy(policy, due)
+def lateness(policy: LatePolicy | None, due: datetime | None):
+    """``result -> Lateness`` (:class:`autograder.engine.pages.Lateness`, what a feedback page says about
+    when the work came in) under ``policy``; None: no late policy set yet, so the page says that the
+    submission was late (by the LMS's mark, or by how much after ``due``) and costs nothing yet."""
+    from autograder.engine.pages import Lateness
 
-    def late(result: GradeResult) -> tuple[int, float, str]:
+    def late(result: GradeResult) -> Lateness:
+        seconds = None
+        if due is not None and result.submitted_at:
+            try:
+                submitted = datetime.fromisoformat(result.submitted_at)
+                submitted = submitted if submitted.tzinfo else submitted.replace(tzinfo=timezone.utc)
+                seconds = (submitted - due).total_seconds() - (policy.grace_hours * 3600 if policy else 0.0)
+            except ValueError:
+                seconds = None
+        standing = Lateness(seconds_late=seconds if seconds is not None and seconds > 0 else None,
+                            marked=result.late, due=due.isoformat() if due else "")
+        if policy is None:
+            return standing
         days = days_late(result, due, policy)
-        return days, policy.penalty(result.score or 0.0, result.max_score or 0.0, days), words
+        return replace(standing, days=days, penalty=policy.penalty(result.score or 0.0, result.max_score or 0.0, days),
+                       policy=policy.kind, percent=policy.percent, grace_hours=policy.grace_hours)
     return late
 
 
 def saved_lateness(out_dir: Path):
-    """:func:`lateness` of the policy saved in ``out_dir``, or None when no export saved one."""
+    """:func:`lateness` of the policy saved in ``out_dir``, or of none when no export saved one."""
     saved = saved_policy(out_dir)
-    if saved is None:
-        return None
     try:
-        return lateness(parse_late_policy(saved[0]), parse_due(saved[1]))
+        return lateness(parse_late_policy(saved[0]), parse_due(saved[1])) if saved else lateness(None, None)
     except UsageError:
-        return None
+        return lateness(None, None)

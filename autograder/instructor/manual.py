@@ -3,8 +3,9 @@
 The instructor keeps a CSV file of their own with the columns ``student, assignment, grade_id,
 points, comment`` (``comment`` may be left out) and passes it to ``grade --manual-scores FILE`` and to
 ``export --manual-scores FILE``. On every run the file is read and checked against the results in
-``<out>/results`` (:func:`load_manual_scores`), merged into the scores (:func:`apply_manual_scores`),
-into ``grades.csv`` and into each learner's feedback page (:func:`merge_manual_scores`). The grader
+``<out>/results`` (:func:`load_manual_scores`) and merged into the scores (:func:`apply_manual_scores`,
+:func:`merge_manual_scores`); :func:`autograder.instructor.after_grading.publish` then writes
+``grades.csv`` and renders each learner's feedback pages from them. The grader
 never writes the file, and the results on disk keep what the autograder decided, so removing a
 line from the file takes its score back out on the next run.
 
@@ -34,10 +35,9 @@ forgetting the option never sets ``grades.csv`` back to the automatic scores. Pa
 again replaces the copy (a line deleted from the file takes its score out; the run names the scores
 of the previous file that are gone).
 
-Feedback pages carry the instructor's grading between two markers
-(:data:`autograder.engine.feedback.INSTRUCTOR_BEGIN`), so only that section is rewritten when the manual
-scores change: a learner whose submission is resumed (not graded again) still sees new manual scores,
-and nothing is rendered or run again.
+Feedback pages are rendered again from the merged scores on every run
+(:mod:`autograder.engine.pages`), so a learner whose submission is resumed (not graded again) still
+sees new manual scores, and nothing is run again.
 """
 
 from __future__ import annotations
@@ -45,14 +45,13 @@ from __future__ import annotations
 import csv
 import datetime
 import difflib
-import html
 import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autograder.core.errors import UsageError
-from autograder.core.results import GradeResult, load_results, write_atomically, write_grades_csv
+from autograder.core.results import GradeResult, load_results, write_atomically
 from autograder.core.safe_output import csv_text, from_spreadsheet_cell
 
 MANUAL_COLUMNS = ("student", "assignment", "grade_id", "points", "comment")
@@ -325,64 +324,6 @@ def apply_manual_scores(results: list[GradeResult], manual: ManualScores) -> lis
     return merged
 
 
-def instructor_section(result: GradeResult, scores: dict[str, ManualScore], notebook: str) -> str:
-    """The HTML of the instructor's grading on the feedback page of ``notebook``: a table of the
-    manual scores of this notebook's cells (filled in, or changed from the autograder's) and the
-    assignment's score after them; "" when the learner has no manual score in the assignment.
-
-    ``result`` is the merged result (see :func:`apply_manual_scores`).
-    """
-    if not scores:
-        return ""
-    esc = html.escape
-    rows = []
-    for key, score in scores.items():
-        if key.split(":", 1)[0] != notebook:
-            continue
-        what = (f"changed by the instructor (the autograder gave {score.autograded:g})" if score.overrides
-                else "graded by your instructor")
-        rows.append(f"<tr><td><a href='#{esc(key.split(':', 1)[1])}'>{esc(key.split(':', 1)[1])}</a></td>"
-                    f"<td>{score.points:g} / {score.max_points:g}</td><td>{esc(what)}</td>"
-                    f"<td>{esc(score.comment)}</td></tr>")
-    parts = ["<h2>Your instructor's grading</h2>"]
-    if rows:
-        parts.append("<table><tr><th>cell</th><th>points</th><th>what</th><th>comment</th></tr>"
-                     + "".join(rows) + "</table>")
-    waiting = sum(v is None for v in result.cells.values())
-    parts.append(f"<p>Your score for {esc(result.assignment)} after your instructor's grading: "
-                 f"<b>{result.score:g}</b> of {result.max_score:g} points"
-                 + (f"; {waiting} part{'s' if waiting != 1 else ''} still wait for your instructor." if waiting
-                    else ".") + "</p>")
-    return "".join(parts)
-
-
-def update_feedback(out_dir: Path | str, merged: list[GradeResult], manual: ManualScores) -> int:
-    """Rewrite the instructor's-grading section of every feedback page whose section changed, from
-    the merged results and the manual scores (a section is emptied when its scores were removed).
-
-    Returns:
-        How many pages were rewritten.
-    """
-    from autograder.engine.feedback import INSTRUCTOR_BEGIN, rewrite_pages, with_hand_scores, with_instructor_section
-
-    changed = 0
-    for result in merged:
-        scores = manual.get((result.learner, result.assignment), {}) if result.graded else {}
-
-        def edit(page: str, relative: str) -> str | None:
-            notebook = Path(relative).stem
-            # the cells graded by hand, as they stand now (waiting, or the score given)
-            hand = {key.split(":", 1)[1]: points for key, points in result.cells.items()
-                    if key.split(":", 1)[0] == notebook and ":" in key} if result.graded else {}
-            page = with_hand_scores(page, hand) if "data-hand=" in page else page
-            if not scores and INSTRUCTOR_BEGIN not in page:
-                return page
-            return with_instructor_section(page, instructor_section(result, scores, notebook))
-
-        changed += rewrite_pages(out_dir, result, edit)
-    return changed
-
-
 @dataclass(frozen=True)
 class HandScore:
     """A score given on the review page.
@@ -451,21 +392,26 @@ class ManualMerge:
         results: every result with the scores merged in.
         scores, learners, overrides: how many scores were merged, for how many submissions, and how
             many of them replace an autograded score.
-        pages: how many feedback pages were rewritten.
         from_file: scores from the ``--manual-scores`` file (or the copy of the last one).
         from_review: scores from ``hand-scores.csv``.
         notes: what the instructor should know: scores kept but not applied, conflicts, the copy of
             the last file merged again, scores of the previous file that are gone.
+        automatic: ``(learner, assignment)`` -> the autograder's score, before the hand scores.
+        scores_by: the scores merged, ``(learner, assignment)`` -> ``{cell key -> ManualScore}``.
+        pages: how many feedback pages were written with them
+            (:func:`autograder.instructor.after_grading.publish` sets it).
     """
 
     results: list[GradeResult]
     scores: int
     learners: int
     overrides: int
-    pages: int
     from_file: int = 0
     from_review: int = 0
     notes: list[str] = field(default_factory=list)
+    automatic: dict[tuple[str, str], float | None] = field(default_factory=dict)
+    scores_by: ManualScores = field(default_factory=dict)
+    pages: int = 0
 
     def summary(self, path: Path | str | None = None) -> str:
         """Lines for the command line ("" when there were no scores and nothing to say)."""
@@ -514,13 +460,12 @@ def _current_answers_only(out_dir: Path, scores: ManualScores, results: list[Gra
 
 
 def merge_manual_scores(out_dir: Path | str, path: Path | str | None) -> ManualMerge:
-    """Merge the hand scores into ``<out>/grades.csv`` and the feedback pages of ``out_dir``.
+    """The results of ``out_dir`` with the hand scores merged in, once per run; writes nothing but the
+    copy of the manual-scores file (:data:`LAST_MANUAL`).
 
     The scores come from ``path`` (the instructor's manual-scores file; None: the copy of the last
     one given, if any) and from ``<out>/hand-scores.csv`` (the review page's); see the module
-    docstring. ``grades.csv`` is rebuilt from every result with the scores applied; the results in
-    ``results/`` and the instructor's file are not changed. Without any score, ``grades.csv`` is
-    rebuilt with the automatic scores and stale instructor sections are cleared.
+    docstring. The results in ``results/`` and the instructor's file are not changed.
 
     Raises:
         ManualScoresError: ``path`` is malformed or does not match the results, or ``hand-scores.csv``
@@ -578,11 +523,10 @@ def merge_manual_scores(out_dir: Path | str, path: Path | str | None) -> ManualM
                              f"({HAND_SCORES}); the review page's score counts")
             combined[pair][key] = score
     merged = apply_manual_scores(results, combined)
-    write_grades_csv(out_dir / "grades.csv", merged)
-    pages = update_feedback(out_dir, merged, combined)
     if path is not None and text is not None:
         copy = {"path": str(path), "copied": datetime.datetime.now().isoformat(timespec="seconds"), "text": text}
         write_atomically(out_dir / LAST_MANUAL, json.dumps(copy, ensure_ascii=False, indent=1).encode("utf-8"))
     scores = [s for cells in combined.values() for s in cells.values()]
-    return ManualMerge(merged, len(scores), len(combined), sum(s.overrides for s in scores), pages,
-                       sum(len(c) for c in from_file.values()), sum(len(c) for c in from_review.values()), notes)
+    return ManualMerge(merged, len(scores), len(combined), sum(s.overrides for s in scores),
+                       sum(len(c) for c in from_file.values()), sum(len(c) for c in from_review.values()), notes,
+                       automatic={(r.learner, r.assignment): r.score for r in results if r.graded}, scores_by=combined)

@@ -316,8 +316,10 @@ LEARNER_TEXT = {
                                       "_check", "_repaired_but_passing"),
     "autograder/engine/disclosure.py": None,
     "autograder/engine/policy.py": ("_ALLOWED_TEXT", "Violation", "_Checker", "judge_cells", "enforce"),
-    "autograder/engine/plan.py": ("assemble",),
+    "autograder/engine/plan.py": ("assemble", "_LearnerCells", "_planned_cell"),
     "course_runtime/errors.py": None,
+    "autograder/engine/pages.py": ("_TEXT",),
+    "autograder/engine/grade_one.py": ("_wrong_notebook",),
 }
 
 
