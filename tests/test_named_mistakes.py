@@ -42,6 +42,12 @@ MISTAKES = {
         "optimizer state not restored": (
             "save_checkpoint", '    optimizer.load_state_dict(checkpoint["optimizer"])\n', "", "test_checkpoint",
             "the optimizer's state was not restored"),
+        "optimizer state not saved": (
+            "save_checkpoint", '"optimizer": optimizer.state_dict(), ', "", "test_checkpoint",
+            "the checkpoint does not hold AdamW's moments"),
+        "generator state not saved": (
+            "save_checkpoint", ',\n            "rng": generator.get_state()}', "}", "test_checkpoint",
+            "the checkpoint does not hold the generator's state"),
         "step counter lost": (
             "save_checkpoint", '    return int(checkpoint["step"])', "    return 0", "test_checkpoint",
             "the learning-rate schedule starts its warm-up again"),
@@ -74,6 +80,9 @@ MISTAKES = {
             "matmul_weights", "    for _ in range(warmup_steps):\n        train_one_step()\n    wait()\n    start = clock()\n",
             "    start = clock()\n    for _ in range(warmup_steps):\n        train_one_step()\n    wait()\n",
             "test_measure_mfu", "the warm-up steps were timed"),
+        "time.perf_counter instead of the given clock": (
+            "matmul_weights", "    start = clock()", "    start = time.perf_counter()", "test_measure_mfu",
+            "read the clock it was given 1 times"),
         "forward FLOPs only": (
             "matmul_weights", "6 * matmul_weights(model) + 12 *", "2 * matmul_weights(model) + 4 *", "test_measure_mfu",
             "the backward pass costs twice the forward pass"),
