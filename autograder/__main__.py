@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
                             "they are set, else the whole batch")
     _limit_options(grade)
     grade.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    grade.add_argument("--due", metavar="DATETIME",
+                       help="the deadline, ISO (UTC unless a zone is given); saved in DIR/deadline.json, so that "
+                            "every feedback page says how late its submission was before `export --late-policy` "
+                            "sets what lateness costs")
     grade.add_argument("--manual-scores", type=Path, metavar="FILE",
                        help="the instructor's hand-grading CSV (student, assignment, grade_id, points, comment), "
                             "merged into grades.csv and the feedback on every run; never written. Without it, "
@@ -289,10 +293,13 @@ def _grade(args: argparse.Namespace) -> int:
     from autograder.core.results import Status
     from autograder.engine.batch import failed, grade, parse_shard, shard_from_environment, summary_table
     from autograder.instructor.after_grading import after_grading
+    from autograder.instructor.late_policy import parse_due, save_deadline
     from autograder.instructor.manual import read_manual_scores
 
     if args.manual_scores is not None:
         read_manual_scores(args.manual_scores)
+    if args.due is not None:
+        parse_due(args.due)                              # a bad date is refused before grading starts
     shard = None if args.shard is None else parse_shard(args.shard)
     if shard is None and (found := shard_from_environment()) is not None:
         shard, where = found
@@ -301,6 +308,8 @@ def _grade(args: argparse.Namespace) -> int:
     results = grade(args.submissions, args.assignment, args.out, jobs=args.jobs, root=args.root,
                     limits=_limits(args), regrade=args.regrade, shard=shard, progress=not args.no_progress,
                     grades_csv=False)
+    if args.due is not None:
+        save_deadline(args.out, args.due)
     merged, finished = after_grading(args.out, args.root, args.manual_scores)
     results = _as_merged(results, merged.results)
     older = sum(r.kind is Status.OLDER_ATTEMPT for r in results)
@@ -348,11 +357,15 @@ def _nbgrader(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from autograder.engine.batch import failed, merge_results, summary_table
     from autograder.instructor.after_grading import after_grading
+    from autograder.instructor.late_policy import save_deadline, saved_deadline
     from autograder.instructor.manual import read_manual_scores
 
     if args.manual_scores is not None:
         read_manual_scores(args.manual_scores)          # a malformed file is refused before anything is copied
     merge_results(args.shards, args.out, grades_csv=False)
+    deadlines = {due for shard in args.shards if (due := saved_deadline(shard))}
+    if len(deadlines) == 1 and saved_deadline(args.out) is None:   # the shards' `grade --due`, for the pages
+        save_deadline(args.out, deadlines.pop())
     merged, finished = after_grading(args.out, args.root, args.manual_scores)
     print(summary_table(merged.results))
     print(f"merged {len(args.shards)} folders: {len(merged.results)} results in {args.out / 'grades.csv'}")

@@ -267,7 +267,8 @@ def test_older_attempts_are_no_failure_and_the_summary_mean_is_the_grades_csvs(c
     manual.write_text("student,assignment,grade_id,points,comment\nsmithjane,00-fixture,test_softmax,0,\n")
     out = tmp_path / "out"
     status = main(["--root", str(course), "grade", str(archive), "--assignment", ASSIGNMENT, "--out", str(out),
-                   "--no-progress", "--jobs", "1", "--manual-scores", str(manual), *LIMITS])
+                   "--no-progress", "--jobs", "1", "--manual-scores", str(manual), "--due", "2025-03-10T22:00",
+                   *LIMITS])
     said = capsys.readouterr().out
     with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
         graded = [r for r in csv.DictReader(handle) if r["status"] == "graded"]
@@ -277,3 +278,5 @@ def test_older_attempts_are_no_failure_and_the_summary_mean_is_the_grades_csvs(c
     failures, older = said.split("older attempts, superseded")
     assert "not graded:" not in failures and "smithjane / 00-fixture: an older attempt" in older
     assert "graded 1 of 1 submissions (1 older attempt superseded)" in said
+    # no late policy yet, but the deadline given to grade: the page says how late
+    assert "submitted 12 hours after the deadline" in page(out, "smithjane #123")

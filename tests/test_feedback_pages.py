@@ -21,7 +21,8 @@ from autograder.engine.feedback import course_text, page_record, status_record
 from autograder.engine.pages import Lateness, load_record, render_page, save_record
 from autograder.engine.plan import MANUAL, TASK, TEST, assemble, load_plan
 from autograder.instructor.after_grading import publish
-from autograder.instructor.late_policy import lateness, parse_due, parse_late_policy
+from autograder.instructor.late_policy import (lateness, parse_due, parse_late_policy, save_deadline, save_late_policy,
+                                               saved_lateness)
 from autograder.instructor.manual import ManualScore
 from course_runtime.language import notebook_language, translate_message
 
@@ -220,3 +221,15 @@ def test_the_summary_counts_hand_scores_and_tells_older_attempts_from_failures()
     failures, superseded = table.split("older attempts, superseded")
     assert "s3 / a" in failures and "s0 / a" not in failures and "s0 / a" in superseded
     assert failed(graded + [older]) == [] and failed(graded + [older, broken]) == [broken]
+
+
+def test_the_deadline_grade_saved_serves_every_page_until_a_policy_and_the_policys_after(tmp_path):
+    _, result = graded_record("exercises")                   # submitted 2025-03-15 08:00 UTC, marked late
+    assert saved_lateness(tmp_path)(result) == Lateness(marked=True)
+    save_deadline(tmp_path, "2025-03-14T07:30")
+    assert saved_lateness(tmp_path)(result).seconds_late == 24.5 * 3600
+    save_late_policy(tmp_path, "per-day:10", None)
+    standing = saved_lateness(tmp_path)(result)
+    assert (standing.policy, standing.days, standing.due) == ("per-day", 2, "2025-03-14T07:30:00+00:00"), "24.5 h: 2 started days"
+    with pytest.raises(Exception, match="not an ISO date-time"):
+        save_deadline(tmp_path, "next friday")

@@ -164,7 +164,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         for name, nb_plan in plan.notebooks.items():
             assembly = assemblies.get(name) or assemble(nb_plan, _empty_notebook())
             if name not in learner:
-                assembly.notes.insert(0, f"You did not submit {name}.ipynb; the blank release was graded.")
+                assembly.notes.insert(0, _not_submitted(name))
             broken_rules = enforce(nb_plan, assembly)          # before anything of the learner's runs
             kernel = SandboxedKernel(Path(workdir) / name, limits, slot, library=kernel_library(plan))
             try:
@@ -338,6 +338,11 @@ def _translated(text: str, language: str) -> str:
         if HINT_LINE not in whole:
             return whole
     return translate_message(text, language)
+
+
+def _not_submitted(notebook: str) -> str:
+    """The note on the page of a notebook of the assignment the learner did not submit."""
+    return f"You did not submit {notebook}.ipynb; the blank release was graded."
 
 
 def _notebook_grade_ids(nb) -> set[str]:

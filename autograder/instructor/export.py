@@ -49,7 +49,7 @@ from autograder.core.results import GradeResult, cell_columns, write_atomically
 from autograder.core.safe_output import csv_text
 from autograder.instructor.after_grading import publish
 from autograder.instructor.late_policy import (LATE_RECORD, LatePolicy, days_late, lateness, parse_due,
-                                               parse_late_policy, save_late_policy, saved_policy)
+                                               parse_late_policy, save_late_policy, saved_deadline, saved_policy)
 from autograder.instructor.manual import squeeze_name
 
 FORMATS = ("canvas", "moodle", "plain")
@@ -525,6 +525,7 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
     saved = saved_policy(out_dir) if late_policy is None else None
     if saved is not None:
         late_policy, due = saved[0], due if due is not None else saved[1]
+    due = due if due is not None else saved_deadline(out_dir)      # the deadline `grade --due` saved
     policy, due_at = parse_late_policy(late_policy or "none"), parse_due(due)
     if not (out_dir / "results").is_dir():
         raise UsageError(f"{out_dir} has no results/ folder: give the --out folder that `grade` wrote")

@@ -16,7 +16,9 @@ carries no duration.
 An export with a late policy saves it in ``<out>/late-policy.json`` (:data:`LATE_RECORD`); the grade at
 the top of every feedback page then shows the late days and the penalty, and later ``grade``,
 ``merge`` and ``export`` runs apply the same policy unless given another (:func:`saved_lateness`).
-Before any policy is set, a page still says that its submission was late (:func:`lateness` of None).
+Before any policy is set, a page still says that its submission was late (:func:`lateness` of None):
+by the LMS's mark, or by how much when ``grade --due`` saved the deadline in ``<out>/deadline.json``
+(which ``export`` also uses when given no ``--due`` and none was saved with its policy).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from autograder.core.results import GradeResult, write_atomically
 
 DAY_S = 86400.0
 LATE_RECORD = "late-policy.json"
+DEADLINE_RECORD = "deadline.json"
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,27 @@ def save_late_policy(out_dir: Path, late_policy: str, due: str | None) -> None:
     write_atomically(Path(out_dir) / LATE_RECORD, json.dumps({"late_policy": late_policy, "due": due}).encode("utf-8"))
 
 
+def save_deadline(out_dir: Path, due: str) -> None:
+    """Remember the deadline ``grade --due`` gave in ``<out>/deadline.json`` (:data:`DEADLINE_RECORD`), so
+    that every page can say how late its submission was before a late policy is set.
+
+    Raises:
+        UsageError: if ``due`` is not an ISO date-time (nothing is saved).
+    """
+    parse_due(due)
+    write_atomically(Path(out_dir) / DEADLINE_RECORD, json.dumps({"due": due}).encode("utf-8"))
+
+
+def saved_deadline(out_dir: Path) -> str | None:
+    """The deadline ``grade --due`` saved, or None."""
+    try:
+        due = json.loads((Path(out_dir) / DEADLINE_RECORD).read_text(encoding="utf-8"))["due"]
+        parse_due(due)
+        return due
+    except (OSError, ValueError, KeyError, TypeError, UsageError):
+        return None
+
+
 def saved_policy(out_dir: Path) -> tuple[str, str | None] | None:
     """``(late policy, due)`` saved by the last export with a late policy, or None."""
     try:
@@ -143,9 +167,12 @@ def lateness(policy: LatePolicy | None, due: datetime | None):
 
 
 def saved_lateness(out_dir: Path):
-    """:func:`lateness` of the policy saved in ``out_dir``, or of none when no export saved one."""
-    saved = saved_policy(out_dir)
+    """:func:`lateness` of the policy saved in ``out_dir``, or of none when no export saved one; the
+    deadline is the policy's, else the one ``grade --due`` saved (:func:`saved_deadline`)."""
+    saved, deadline = saved_policy(out_dir), saved_deadline(out_dir)
     try:
-        return lateness(parse_late_policy(saved[0]), parse_due(saved[1])) if saved else lateness(None, None)
+        if saved:
+            return lateness(parse_late_policy(saved[0]), parse_due(saved[1] or deadline))
     except UsageError:
-        return lateness(None, None)
+        pass
+    return lateness(None, parse_due(deadline))

@@ -319,7 +319,7 @@ LEARNER_TEXT = {
     "autograder/engine/plan.py": ("assemble", "_LearnerCells", "_planned_cell"),
     "course_runtime/errors.py": None,
     "autograder/engine/pages.py": ("_TEXT",),
-    "autograder/engine/grade_one.py": ("_wrong_notebook",),
+    "autograder/engine/grade_one.py": ("_wrong_notebook", "_not_submitted"),
 }
 
 
