@@ -238,8 +238,12 @@ _SENTENCE_END = re.compile(r"(?<=[.?!:])\s+(?=[A-Z`(])")
 
 
 def translate_message(message: str, language: str | None = None) -> str:
-    """What a failed check or test says, in ``language``: line by line, the ``Hint: ...`` line with
-    its hint translated, and a line the catalogue does not know as a whole sentence by sentence.
+    """What a failed check or test says, in ``language``.
+
+    The whole message first: a catalogue entry written from a test cell that puts its hint into its
+    own message (``"...: {error}\nHint: use .reshape"``) translates the hint line too. Else the message
+    proper and its ``Hint: ...`` lines apart, each translated (a hint filled in from a mistake table has
+    an entry of its own), and a line the catalogue does not know as a whole sentence by sentence.
     Untranslated parts stay English; English is returned unchanged.
 
     This is the function that shows a message to a learner: the kernel's traceback of a failed
@@ -249,7 +253,11 @@ def translate_message(message: str, language: str | None = None) -> str:
     if language == ENGLISH or not isinstance(message, str):
         return message
     table = catalogue("messages", language)
-    # The message proper (which may span lines), then its hint lines.
+    whole = table.lookup(message)
+    # A general entry ("{call} raised {kind}: {detail}") may take a hint line into a placeholder whose
+    # value the catalogue does not know: the parts apart translate more of it.
+    if whole is not None and not any(line.startswith(_HINT) for line in whole.split("\n")):
+        return whole
     lines = message.split("\n")
     cut = next((i for i, line in enumerate(lines) if line.startswith(_HINT)), len(lines))
     body, hints = "\n".join(lines[:cut]), lines[cut:]

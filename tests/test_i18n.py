@@ -571,3 +571,30 @@ def test_every_message_a_chinese_learner_can_be_shown_is_chinese():
     for message in said:
         assert re.search(r"[\u4e00-\u9fff]", message) and not _english_sentences(message), message
     assert not untranslated, untranslated[:20]
+
+
+def test_a_message_whose_entry_holds_its_hint_line_is_translated_whole():
+    """Exercise 04's visible test of ``merge_heads`` puts its hint into its own message; the catalogue's
+    entry holds that hint line, so the learner's traceback shows it in Chinese, not only the first line
+    (issue 29: the hint line was cut off before the whole message was looked up)."""
+    import torch
+
+    from course_runtime.language import translate_message
+
+    cells = read_notebook(ROOT / "zh" / "exercises" / "04-multi-head-attention" / "multi_head_attention.ipynb").cells
+    test = next(c.source for c in cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_merge_heads")
+
+    def merge_heads(x):                          # the classic mistake: .view on the transposed tensor
+        B, h, T, d_k = x.shape
+        return x.transpose(1, 2).view(B, T, h * d_k)
+
+    with pytest.raises(AssertionError) as raised:
+        exec(test, {"torch": torch, "merge_heads": merge_heads})
+    english = str(raised.value)
+    assert "\nHint: .view after .transpose(1, 2)" in english, english
+    chinese = translate_message(english, "zh_CN")
+    body, hint = chinese.split("\n")
+    assert body.startswith("merge_heads(x) 抛出了 RuntimeError：") and hint.startswith("提示：")
+    assert "请改用 .reshape" in hint and not _english_sentences(hint), chinese
+    # A general entry that swallows an unknown hint line leaves the parts to be translated apart.
+    assert translate_message("f(x) raised ValueError: bad\nHint: x", "zh_CN") == "f(x) 抛出了 ValueError：bad\n提示：x"
