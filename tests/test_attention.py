@@ -123,9 +123,8 @@ def test_sliding_window_mask_is_a_causal_band():
 def _torch_copy(ours: MultiHeadAttention) -> nn.MultiheadAttention:
     theirs = nn.MultiheadAttention(ours.d_model, ours.n_heads, batch_first=True)
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight,
-                                               ours.v_proj.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        theirs.in_proj_weight.copy_(ours.qkv_proj.weight)          # both stack W_q, W_k, W_v as rows
+        theirs.in_proj_bias.copy_(ours.qkv_proj.bias)
         theirs.out_proj.weight.copy_(ours.out_proj.weight)
         theirs.out_proj.bias.copy_(ours.out_proj.bias)
     return theirs
@@ -192,20 +191,50 @@ def test_gqa_equals_mha_whose_kv_heads_are_repeated():
     gqa = MultiHeadAttention(16, 4, n_kv_heads=2)
     mha = MultiHeadAttention(16, 4)
     head_dim = 4
+    assert gqa.qkv_proj.weight.shape == (16 + 2 * 8, 16)           # q rows, then 2 kv heads of k and of v
     with torch.no_grad():
-        for name in ("q_proj", "out_proj"):
-            getattr(mha, name).load_state_dict(getattr(gqa, name).state_dict())
-        for name in ("k_proj", "v_proj"):
-            source = getattr(gqa, name)
-            # query heads 0, 1 share kv head 0; query heads 2, 3 share kv head 1
-            weight = source.weight.view(2, head_dim, 16).repeat_interleave(2, dim=0).reshape(16, 16)
-            bias = source.bias.view(2, head_dim).repeat_interleave(2, dim=0).reshape(16)
-            getattr(mha, name).weight.copy_(weight)
-            getattr(mha, name).bias.copy_(bias)
+        mha.out_proj.load_state_dict(gqa.out_proj.state_dict())
+        weights = gqa.qkv_proj.weight.split((16, 8, 8))
+        biases = gqa.qkv_proj.bias.split((16, 8, 8))
+        # query heads 0, 1 share kv head 0; query heads 2, 3 share kv head 1
+        kv_weights = [w.view(2, head_dim, 16).repeat_interleave(2, dim=0).reshape(16, 16) for w in weights[1:]]
+        kv_biases = [b.view(2, head_dim).repeat_interleave(2, dim=0).reshape(16) for b in biases[1:]]
+        mha.qkv_proj.weight.copy_(torch.cat([weights[0], *kv_weights]))
+        mha.qkv_proj.bias.copy_(torch.cat([biases[0], *kv_biases]))
     x = torch.randn(2, 5, 16)
     torch.testing.assert_close(gqa(x, mask=causal_mask(5))[0], mha(x, mask=causal_mask(5))[0],
                                atol=ATOL, rtol=RTOL)
-    assert gqa.k_proj.weight.shape == (8, 16)
+
+
+@pytest.mark.parametrize("n_kv_heads, bias", [(4, True), (2, False)])
+def test_mha_loads_a_state_dict_with_separate_q_k_v_projections(n_kv_heads, bias):
+    """Checkpoints from before the projections were joined (and weights mapped by hand under the old
+    names) load into qkv_proj; the result is the attention of those three projections, written out."""
+    torch.manual_seed(11)
+    d_model, n_heads, head_dim = 16, 4, 4
+    kv_width = n_kv_heads * head_dim
+    old = {"q_proj.weight": torch.randn(d_model, d_model), "k_proj.weight": torch.randn(kv_width, d_model),
+           "v_proj.weight": torch.randn(kv_width, d_model), "out_proj.weight": torch.randn(d_model, d_model)}
+    if bias:
+        old |= {"q_proj.bias": torch.randn(d_model), "k_proj.bias": torch.randn(kv_width),
+                "v_proj.bias": torch.randn(kv_width), "out_proj.bias": torch.randn(d_model)}
+    mha = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias)
+    mha.load_state_dict(dict(old))                 # strict: every key used, none missing
+    x = torch.randn(2, 5, d_model)
+
+    def linear(name, inputs):
+        return inputs @ old[f"{name}.weight"].T + (old[f"{name}.bias"] if bias else 0)
+
+    q = linear("q_proj", x).view(2, 5, n_heads, head_dim).transpose(1, 2)
+    k, v = (linear(name, x).view(2, 5, n_kv_heads, head_dim).transpose(1, 2).repeat_interleave(
+        n_heads // n_kv_heads, dim=1) for name in ("k_proj", "v_proj"))
+    heads = torch.softmax(q @ k.transpose(-2, -1) / head_dim ** 0.5, dim=-1) @ v
+    expected = linear("out_proj", heads.transpose(1, 2).reshape(2, 5, d_model))
+    torch.testing.assert_close(mha(x)[0], expected, atol=ATOL, rtol=RTOL)
+
+    partial = {name: value for name, value in old.items() if not name.startswith("v_proj")}
+    result = mha.load_state_dict(partial, strict=False)   # q and k without v are not joined
+    assert "qkv_proj.weight" in result.missing_keys and "q_proj.weight" in result.unexpected_keys
 
 
 def test_mha_rope_rotates_queries_and_keys():
@@ -214,8 +243,10 @@ def test_mha_rope_rotates_queries_and_keys():
     x = torch.randn(1, 4, 16)
     positions = torch.arange(4)
     out, weights = mha(x, rope_positions=positions, need_weights=True)
-    q = apply_rope(mha.q_proj(x).view(1, 4, 2, 8).transpose(1, 2), positions)
-    k = apply_rope(mha.k_proj(x).view(1, 4, 2, 8).transpose(1, 2), positions)
+    w_q, w_k, _ = mha.qkv_proj.weight.split(16)
+    b_q, b_k, _ = mha.qkv_proj.bias.split(16)
+    q = apply_rope((x @ w_q.T + b_q).view(1, 4, 2, 8).transpose(1, 2), positions)
+    k = apply_rope((x @ w_k.T + b_k).view(1, 4, 2, 8).transpose(1, 2), positions)
     expected = torch.softmax(q @ k.transpose(-1, -2) / 8 ** 0.5, dim=-1)
     torch.testing.assert_close(weights, expected, atol=1e-6, rtol=RTOL)
 

@@ -53,12 +53,12 @@ def test_gpt2_logits_match(gpt2_pair):
     torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
 
 
-def test_gpt2_conv1d_weights_are_transposed_and_split(gpt2_pair):
+def test_gpt2_conv1d_weights_are_transposed(gpt2_pair):
     hf_model, ours = gpt2_pair
     c_attn = hf_model.transformer.h[1].attn.c_attn.weight                     # (d, 3d), Conv1D
-    attention = ours.layers[1].self_attn
-    for i, projection in enumerate((attention.q_proj, attention.k_proj, attention.v_proj)):
-        assert torch.equal(projection.weight, c_attn[:, i * 32:(i + 1) * 32].T)
+    w_q, w_k, w_v = ours.layers[1].self_attn.qkv_proj.weight.split(32)      # (d, d) each
+    for i, weight in enumerate((w_q, w_k, w_v)):
+        assert torch.equal(weight, c_attn[:, i * 32:(i + 1) * 32].T)
     assert torch.equal(ours.layers[1].ffn.up_proj.weight, hf_model.transformer.h[1].mlp.c_fc.weight.T)
 
 

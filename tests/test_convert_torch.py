@@ -52,13 +52,12 @@ def _in_float64(module):
 def test_conversion_keeps_mode_dtype_and_copies_weights():
     theirs = _in_float64(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True))
     ours = encoder_layer_from_torch(theirs)
-    assert not ours.training and ours.self_attn.q_proj.weight.dtype == torch.float64
+    assert not ours.training and ours.self_attn.qkv_proj.weight.dtype == torch.float64
     assert ours.dropout.p == 0.1
-    torch.testing.assert_close(ours.self_attn.v_proj.weight, theirs.self_attn.in_proj_weight[16:])
-    assert ours.self_attn.q_proj.weight.data_ptr() != theirs.self_attn.in_proj_weight.data_ptr()
-    attention = ours.self_attn                                  # copied in float64, not through float32
-    qkv = torch.cat([attention.q_proj.weight, attention.k_proj.weight, attention.v_proj.weight])
-    assert torch.equal(qkv, theirs.self_attn.in_proj_weight) and torch.equal(ours.ffn.up_proj.weight, theirs.linear1.weight)
+    assert ours.self_attn.qkv_proj.weight.data_ptr() != theirs.self_attn.in_proj_weight.data_ptr()
+    # copied in float64, not through float32
+    assert torch.equal(ours.self_attn.qkv_proj.weight, theirs.self_attn.in_proj_weight)
+    assert torch.equal(ours.ffn.up_proj.weight, theirs.linear1.weight)
     model = _in_float64(nn.Transformer(8, 2, 1, 1, 16, dropout=0.0, batch_first=True))
     src, tgt = torch.randn(2, 5, 8, dtype=torch.float64), torch.randn(2, 3, 8, dtype=torch.float64)
     with torch.no_grad():

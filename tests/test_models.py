@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from transformer_core.cache import KVCache, StaticKVCache
 from transformer_core.models import (POSITIONS, DecoderOnlyLM, EncoderDecoderModel,
@@ -266,19 +267,34 @@ def test_encoder_decoder_cached_decoding_equals_full(position):
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=RTOL)
 
 
+class _ProjectionsOf(TorchFunctionMode):
+    """Records the rows of ``source`` each time a linear map (``F.linear``, what every projection
+    calls) is applied to it: ``with _ProjectionsOf(memory) as projected: ...`` fills the list."""
+
+    def __init__(self, source: torch.Tensor):
+        super().__init__()
+        self.source, self.rows = source, []
+
+    def __enter__(self):
+        super().__enter__()
+        return self.rows
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is F.linear and args[0] is self.source:
+            self.rows.append(args[0].shape[1])
+        return func(*args, **(kwargs or {}))
+
+
 def test_encoder_decoder_cache_projects_the_source_once_and_follows_reorder_and_reset():
     torch.manual_seed(9)
     model = EncoderDecoderModel(_config(n_kv_heads=2)).eval()
     src, tgt = torch.randint(0, 23, (2, 6)), torch.randint(0, 23, (2, 4))
-    projected = []
-    hooks = [layer.cross_attn.k_proj.register_forward_hook(lambda m, i, out: projected.append(out.shape[1]))
-             for layer in model.transformer.decoder_layers]
     with torch.no_grad():
         memory = model.encode(src)
         full = model.decode(tgt, memory)
-        projected.clear()
         cache = model.new_cache(batch_size=2)
-        steps = [model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(4)]
+        with _ProjectionsOf(memory) as projected:
+            steps = [model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(4)]
         torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=RTOL)
         n_layers = len(model.transformer.decoder_layers)
         assert projected == [6] * n_layers                       # once per layer, not once per step
@@ -298,8 +314,7 @@ def test_encoder_decoder_cache_projects_the_source_once_and_follows_reorder_and_
         assert all(layer.memory_keys is None for layer in cache.layers)
         torch.testing.assert_close(model.decode(tgt[:, :1], memory, cache=cache), full[:, :1],
                                    atol=ATOL, rtol=RTOL)
-    for hook in hooks:
-        hook.remove()
+
 
 def test_decoder_is_causal_in_encoder_decoder_model():
     torch.manual_seed(8)

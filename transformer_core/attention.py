@@ -251,6 +251,16 @@ def _check_bias_shape(bias: torch.Tensor, scores_shape: tuple[int, int, int, int
                          f"({n_heads}, {n_queries}, {n_keys}) (Tk counts cached tokens too)")
 
 
+def _join_projections(module: nn.Module, state_dict: dict, prefix: str, *_args) -> None:
+    """A ``load_state_dict`` pre-hook: separate ``q_proj``, ``k_proj``, ``v_proj`` entries of
+    ``state_dict`` are replaced by the ``qkv_proj`` entry they stack into (rows q, k, v). Entries that
+    are not all three are left alone, so loading reports them as unexpected or missing."""
+    for field in ("weight", "bias"):
+        names = [f"{prefix}{part}_proj.{field}" for part in "qkv"]
+        if all(name in state_dict for name in names):
+            state_dict[f"{prefix}qkv_proj.{field}"] = torch.cat([state_dict.pop(name) for name in names])
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention for self- and cross-attention, with grouped-query heads and a KV cache.
 
@@ -261,12 +271,18 @@ class MultiHeadAttention(nn.Module):
     attention) query heads ``g * n_heads // n_kv_heads ...`` share key/value head ``g``, which shrinks
     the KV cache by ``n_heads / n_kv_heads``.
 
+    The query, key and value projections are one layer, ``qkv_proj``: its weight
+    ``(d_model + 2 * n_kv_heads * head_dim, d_model)`` holds the rows of ``W_q``, then ``W_k``, then
+    ``W_v`` (nanoGPT's ``c_attn`` layout), so self-attention computes all three with one matrix product.
+    A state dict with separate ``q_proj``, ``k_proj`` and ``v_proj`` entries (checkpoints saved before
+    the projections were joined, or weights mapped by hand) still loads: the three are stacked.
+
     Args:
         d_model: model width; must be divisible by ``n_heads``.
         n_heads: number of query heads.
         n_kv_heads: number of key/value heads (default ``n_heads``); must divide ``n_heads``.
         dropout: dropout probability on the attention weights (training only).
-        bias: whether the four projections have biases.
+        bias: whether the projections (``qkv_proj``, ``out_proj``) have biases.
         rope_base: the RoPE frequency base ``theta`` used when ``rope_positions`` are given.
         rope_pairing: which features RoPE rotates together, ``"interleaved"`` (``x[2i], x[2i+1]``)
             or ``"half"`` (``x[i], x[i + head_dim/2]``, Hugging Face's Llama); see
@@ -329,19 +345,26 @@ class MultiHeadAttention(nn.Module):
         self.n_kv_heads = n_kv_heads
         self.head_dim = d_model // n_heads
         self.dropout = dropout
-        kv_width = n_kv_heads * self.head_dim
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
-        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
+        self.kv_width = n_kv_heads * self.head_dim
+        # W_q, W_k and W_v stacked as the rows of one layer: self-attention projects x with one matrix
+        # product instead of three (as GPT-2's c_attn does).
+        self.qkv_proj = nn.Linear(d_model, d_model + 2 * self.kv_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.register_load_state_dict_pre_hook(_join_projections)
 
     def _split_heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         batch, n_tokens, _ = x.shape
         return x.view(batch, n_tokens, n_heads, self.head_dim).transpose(1, 2)  # (B, h, T, hd)
 
+    def _project(self, source: torch.Tensor, rows: slice) -> torch.Tensor:
+        """``source`` through the rows ``rows`` of ``qkv_proj`` only (cross-attention projects the
+        queries and the keys/values from different inputs). Shapes: ``(B, T, d_model) -> (B, T, rows)``."""
+        bias = None if self.qkv_proj.bias is None else self.qkv_proj.bias[rows]
+        return F.linear(source, self.qkv_proj.weight[rows], bias)
+
     def _project_kv(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return (self._split_heads(self.k_proj(source), self.n_kv_heads),
-                self._split_heads(self.v_proj(source), self.n_kv_heads))
+        keys, values = self._project(source, slice(self.d_model, None)).split(self.kv_width, dim=-1)
+        return self._split_heads(keys, self.n_kv_heads), self._split_heads(values, self.n_kv_heads)
 
     def _cross_kv(self, context: torch.Tensor,
                   cache: LayerKVCache | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -374,15 +397,18 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("rope_positions apply to self-attention only; in cross-attention the "
                              "keys come from the encoder and are not rotated.")
         batch, n_queries, _ = x.shape
-        q = self._split_heads(self.q_proj(x), self.n_heads)                 # (B, H, Tq, hd)
         if is_self_attention:
-            k, v = self._project_kv(x)                                      # (B, Hkv, Tq, hd)
+            q, k, v = self.qkv_proj(x).split((self.d_model, self.kv_width, self.kv_width), dim=-1)
+            q = self._split_heads(q, self.n_heads)                          # (B, H, Tq, hd)
+            k = self._split_heads(k, self.n_kv_heads)                       # (B, Hkv, Tq, hd)
+            v = self._split_heads(v, self.n_kv_heads)
             if rope_positions is not None:
                 q = apply_rope(q, rope_positions, self.rope_base, pairing=self.rope_pairing)
                 k = apply_rope(k, rope_positions, self.rope_base, pairing=self.rope_pairing)
             if cache is not None:
                 k, v = cache.append(k, v)                                   # (B, Hkv, Tcache, hd)
         else:
+            q = self._split_heads(self._project(x, slice(0, self.d_model)), self.n_heads)  # (B, H, Tq, hd)
             k, v = self._cross_kv(context, cache)                           # (B, Hkv, S, hd)
         if k.dtype != q.dtype:             # a cache kept in another dtype is read back in the queries' dtype
             k, v = k.to(q.dtype), v.to(q.dtype)

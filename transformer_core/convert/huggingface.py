@@ -10,7 +10,7 @@ Hugging Face                        transformer_core
 =================================== =================================================
 ``wte`` / ``wpe``                   ``embeddings.token`` / ``embeddings.position``
 ``h[i].ln_1`` / ``h[i].ln_2``       ``layers[i].self_attn_norm`` / ``layers[i].ffn_norm``
-``h[i].attn.c_attn``                ``layers[i].self_attn.q_proj``, ``k_proj``, ``v_proj``
+``h[i].attn.c_attn``                ``layers[i].self_attn.qkv_proj``
 ``h[i].attn.c_proj``                ``layers[i].self_attn.out_proj``
 ``h[i].mlp.c_fc`` / ``mlp.c_proj``  ``layers[i].ffn.up_proj`` / ``ffn.down_proj``
 ``ln_f``                            ``final_norm``
@@ -19,7 +19,8 @@ Hugging Face                        transformer_core
 
 GPT-2's linear layers are ``Conv1D`` modules whose weight is stored as ``(in, out)``, the transpose
 of ``nn.Linear``'s ``(out, in)``; ``c_attn`` holds the query, key and value projections side by
-side (columns ``[q | k | v]``). ``gelu_new`` is the tanh approximation of GELU.
+side (columns ``[q | k | v]``), which transposed is the layout of the library's ``qkv_proj`` (rows
+``[q; k; v]``). ``gelu_new`` is the tanh approximation of GELU.
 
 BERT (``BertModel`` or ``BertForMaskedLM``) -> :class:`~transformer_core.models.EncoderOnlyModel`:
 
@@ -30,7 +31,7 @@ Hugging Face                                   transformer_core
 ``embeddings.position_embeddings``             ``embeddings.position``
 ``embeddings.token_type_embeddings``           ``embeddings.segment``
 ``embeddings.LayerNorm``                       ``embeddings.norm``
-``layer[i].attention.self.query/key/value``    ``layers[i].self_attn.q_proj/k_proj/v_proj``
+``layer[i].attention.self.query/key/value``    ``layers[i].self_attn.qkv_proj`` (stacked rows)
 ``layer[i].attention.output.dense``            ``layers[i].self_attn.out_proj``
 ``layer[i].attention.output.LayerNorm``        ``layers[i].self_attn_norm``
 ``layer[i].intermediate.dense``                ``layers[i].ffn.up_proj``
@@ -49,9 +50,10 @@ Hugging Face                            transformer_core
 ======================================= ==================================================
 ``embed_tokens``                        ``embeddings.token``
 ``layers[i].input_layernorm``           ``layers[i].self_attn_norm`` (RMSNorm)
-``layers[i].self_attn.q_proj/k_proj``   ``layers[i].self_attn.q_proj/k_proj`` (rows permuted
+``layers[i].self_attn.q_proj/k_proj``   ``layers[i].self_attn.qkv_proj``, its q and k rows (permuted
                                         head by head unless ``rope_pairing="half"``)
-``layers[i].self_attn.v_proj/o_proj``   ``layers[i].self_attn.v_proj/out_proj``
+``layers[i].self_attn.v_proj``          ``layers[i].self_attn.qkv_proj``, its v rows
+``layers[i].self_attn.o_proj``          ``layers[i].self_attn.out_proj``
 ``layers[i].post_attention_layernorm``  ``layers[i].ffn_norm`` (RMSNorm)
 ``layers[i].mlp.gate_proj/up_proj``     ``layers[i].ffn.gate_proj/up_proj`` (SwiGLU)
 ``layers[i].mlp.down_proj``             ``layers[i].ffn.down_proj``
@@ -107,6 +109,14 @@ def _copy_linear(ours: nn.Linear, weight: torch.Tensor, bias: torch.Tensor | Non
     ours.weight.copy_(weight)
     if bias is not None:
         ours.bias.copy_(bias)
+
+
+def _copy_qkv(ours: nn.Module, q: tuple, k: tuple, v: tuple) -> None:
+    """Copy a checkpoint's separate query, key and value projections, each ``(weight, bias or None)``
+    with weight ``(out, d_model)``, into the stacked rows of ``ours.qkv_proj`` (a ``MultiHeadAttention``)."""
+    biases = [bias for _, bias in (q, k, v)]
+    _copy_linear(ours.qkv_proj, torch.cat([weight for weight, _ in (q, k, v)]),
+                 None if biases[0] is None else torch.cat(biases))
 
 
 @torch.no_grad()
@@ -179,16 +189,11 @@ def gpt2_from_hf(hf_model: nn.Module) -> DecoderOnlyLM:
         activation=activation, layer_norm_eps=config.layer_norm_epsilon, tie_weights=tied))
     ours = in_source_dtype(ours, hf_model)
 
-    d_model = config.n_embd
     _copy_table(ours.embeddings.token.weight, body.wte.weight)
     _copy_table(ours.embeddings.position.weight, body.wpe.weight)
     for mine, block in zip(ours.layers, body.h):
-        qkv_weight = _weight_out_in(block.attn.c_attn)                        # (3d, d): rows [q; k; v]
-        qkv_bias = block.attn.c_attn.bias                                     # (3d,)
-        for i, projection in enumerate((mine.self_attn.q_proj, mine.self_attn.k_proj,
-                                        mine.self_attn.v_proj)):
-            rows = slice(i * d_model, (i + 1) * d_model)
-            _copy_linear(projection, qkv_weight[rows], qkv_bias[rows])
+        # (3d, d): rows [q; k; v], the layout of qkv_proj
+        _copy_linear(mine.self_attn.qkv_proj, _weight_out_in(block.attn.c_attn), block.attn.c_attn.bias)
         _copy_linear(mine.self_attn.out_proj, _weight_out_in(block.attn.c_proj), block.attn.c_proj.bias)
         _copy_linear(mine.ffn.up_proj, _weight_out_in(block.mlp.c_fc), block.mlp.c_fc.bias)
         _copy_linear(mine.ffn.down_proj, _weight_out_in(block.mlp.c_proj), block.mlp.c_proj.bias)
@@ -262,9 +267,8 @@ def bert_from_hf(hf_model: nn.Module) -> EncoderOnlyModel:
     _copy_norm(ours.embeddings.norm, embeddings.LayerNorm)
     for mine, block in zip(ours.layers, body.encoder.layer):
         attention = block.attention
-        _copy_linear(mine.self_attn.q_proj, attention.self.query.weight, attention.self.query.bias)
-        _copy_linear(mine.self_attn.k_proj, attention.self.key.weight, attention.self.key.bias)
-        _copy_linear(mine.self_attn.v_proj, attention.self.value.weight, attention.self.value.bias)
+        _copy_qkv(mine.self_attn, *((part.weight, part.bias) for part in
+                                    (attention.self.query, attention.self.key, attention.self.value)))
         _copy_linear(mine.self_attn.out_proj, attention.output.dense.weight, attention.output.dense.bias)
         _copy_norm(mine.self_attn_norm, attention.output.LayerNorm)
         _copy_linear(mine.ffn.up_proj, block.intermediate.dense.weight, block.intermediate.dense.bias)
@@ -411,11 +415,10 @@ def llama_from_hf(hf_model: nn.Module, *, rope_pairing: str = "interleaved") -> 
     _copy_table(ours.embeddings.token.weight, body.embed_tokens.weight)
     for mine, block in zip(ours.layers, body.layers):
         attention, mlp = block.self_attn, block.mlp
-        _copy_linear(mine.self_attn.q_proj, rope_rows(attention.q_proj.weight, n_heads),
-                     rope_rows(attention.q_proj.bias, n_heads))
-        _copy_linear(mine.self_attn.k_proj, rope_rows(attention.k_proj.weight, n_kv_heads),
-                     rope_rows(attention.k_proj.bias, n_kv_heads))
-        _copy_linear(mine.self_attn.v_proj, attention.v_proj.weight, attention.v_proj.bias)
+        _copy_qkv(mine.self_attn,
+                  (rope_rows(attention.q_proj.weight, n_heads), rope_rows(attention.q_proj.bias, n_heads)),
+                  (rope_rows(attention.k_proj.weight, n_kv_heads), rope_rows(attention.k_proj.bias, n_kv_heads)),
+                  (attention.v_proj.weight, attention.v_proj.bias))
         _copy_linear(mine.self_attn.out_proj, attention.o_proj.weight, attention.o_proj.bias)
         _copy_linear(mine.ffn.gate_proj, mlp.gate_proj.weight, mlp.gate_proj.bias)
         _copy_linear(mine.ffn.up_proj, mlp.up_proj.weight, mlp.up_proj.bias)

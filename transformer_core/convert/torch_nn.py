@@ -1,8 +1,8 @@
 """Copy the weights of ``torch.nn`` Transformer modules into the library's modules.
 
 PyTorch packs the query, key and value projections of ``nn.MultiheadAttention`` into one
-``in_proj_weight`` of shape ``(3 * d_model, d_model)`` (rows: q, then k, then v); the library keeps
-``q_proj``, ``k_proj`` and ``v_proj`` apart. The rest maps by name:
+``in_proj_weight`` of shape ``(3 * d_model, d_model)`` (rows: q, then k, then v), in the same layout
+as the library's ``qkv_proj``, so it is copied whole. The rest maps by name:
 
 ===================================== ==========================================================
 ``torch.nn``                          ``transformer_core``
@@ -54,16 +54,10 @@ def _copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> 
     if theirs.bias_k is not None or theirs.add_zero_attn:
         raise ValueError("nn.MultiheadAttention with add_bias_kv or add_zero_attn has no counterpart "
                          "here.")
-    q_w, k_w, v_w = theirs.in_proj_weight.chunk(3, dim=0)
-    ours.q_proj.weight.copy_(q_w)
-    ours.k_proj.weight.copy_(k_w)
-    ours.v_proj.weight.copy_(v_w)
+    ours.qkv_proj.weight.copy_(theirs.in_proj_weight)                 # (3 d_model, d_model): rows q, k, v
     ours.out_proj.weight.copy_(theirs.out_proj.weight)
     if theirs.in_proj_bias is not None:
-        q_b, k_b, v_b = theirs.in_proj_bias.chunk(3, dim=0)
-        ours.q_proj.bias.copy_(q_b)
-        ours.k_proj.bias.copy_(k_b)
-        ours.v_proj.bias.copy_(v_b)
+        ours.qkv_proj.bias.copy_(theirs.in_proj_bias)
         ours.out_proj.bias.copy_(theirs.out_proj.bias)
 
 
