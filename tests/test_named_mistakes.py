@@ -15,6 +15,8 @@ from autograder.core.files import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
+# Exercise 10's count of the weights that multiply every token, which three mistakes replace.
+_EVERY_LINEAR_WEIGHT = "sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))"
 # assignment -> {mistake: (solution cell, right code, wrong code, visible test cell, words the message must contain)}
 MISTAKES = {
     "04-multi-head-attention/multi_head_attention.ipynb": {
@@ -61,13 +63,13 @@ MISTAKES = {
             "save_checkpoint", '    model.load_state_dict(checkpoint["model"])\n', "", "test_checkpoint",
             "the model's weights were not restored"),
         "every parameter counted as a matmul weight": (
-            "matmul_weights", "sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))",
+            "matmul_weights", _EVERY_LINEAR_WEIGHT,
             "sum(p.numel() for p in model.parameters())", "test_measure_mfu", "you counted every parameter"),
         "position table counted": (
-            "matmul_weights", "sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))",
+            "matmul_weights", _EVERY_LINEAR_WEIGHT,
             "sum(p.numel() for p in model.parameters() if p.dim() >= 2)", "test_measure_mfu", "the position table too"),
         "tied head left out": (
-            "matmul_weights", "sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))",
+            "matmul_weights", _EVERY_LINEAR_WEIGHT,
             'sum(p.numel() for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("embeddings"))',
             "test_measure_mfu", "the output head is missing"),
         "no synchronize before the final clock": (
