@@ -1,9 +1,12 @@
 """The book builds from a clean tree with warnings as errors, exactly as `make book` builds it.
 
-The build is slow (it executes every chapter), so it happens once per test session:
-``build_book_once`` builds into a temporary folder and ``tests/test_site.py`` (the browser test)
-loads the same ``_build/html``: whichever xdist worker asks first builds, the other waits for it
-(``conftest.run_once``).
+The build is slow (it executes every chapter), so it happens at most once per test session, and not at all
+when ``make book`` already built this tree's current content: ``build_book_once`` reuses the repository's
+``_build/html`` when the stamp the build left (``edition.BUILD_STAMP``) holds the hash of the files the book
+is built from as they are now (``edition.book_inputs_key``); otherwise it builds, the way ``make book`` does,
+into the repository's ``_build`` (so the execution caches re-run only the chapters whose code changed) under
+a lock. ``tests/test_site.py`` (the browser test) loads the same ``_build/html``: whichever xdist worker asks
+first builds, the other waits for it (``conftest.run_once``).
 
 Set ``COURSE_BOOK_HTML=_build/html`` to point both at a book you have already built (for example by
 ``make book``) instead; the build test is then skipped, with that reason.
@@ -12,9 +15,9 @@ Set ``COURSE_BOOK_HTML=_build/html`` to point both at a book you have already bu
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import time
@@ -52,6 +55,7 @@ class BookBuild:
     log: str
     seconds: float
     prebuilt: bool = False
+    reused: bool = False           # make book's build of the same content
 
     @property
     def ok(self) -> bool:
@@ -62,7 +66,8 @@ _BUILDS: dict[str, BookBuild] = {}
 
 
 def build_book_once(tmp_path_factory) -> BookBuild:
-    """Build the book (once per test session, see conftest.run_once) the way `make book` does, into a temporary folder.
+    """The book built from the tree as it is now: the repository's ``_build`` when its stamp says it is current,
+    else built there (once per test session, see conftest.run_once) the way `make book` does.
 
     ``make book`` runs ``jupyter-book build . --warningiserror --keep-going`` after fetching the
     site assets (site/fetch_assets.py; the course_site extension fetches them itself when missing).
@@ -80,8 +85,26 @@ def build_book_once(tmp_path_factory) -> BookBuild:
     if not jupyter_book.exists():
         pytest.fail("jupyter-book is not installed in this environment: run `make setup`")
 
-    def build(out: pathlib.Path) -> dict:
+    from autograder.course.i18n import edition
+
+    def current(out: pathlib.Path) -> bool:
+        stamp = out / edition.BUILD_STAMP
+        return (stamp.is_file() and (out / "_build" / "html" / "zh" / "index.html").is_file()
+                and stamp.read_text(encoding="utf-8").strip() == edition.book_inputs_key(ROOT))
+
+    def build(_work: pathlib.Path) -> dict:
+        out = ROOT
+        html = str(out / "_build" / "html")
+        (out / "_build").mkdir(exist_ok=True)
+        with open(out / "_build" / ".book-build.lock", "w") as lock:    # one build of this tree at a time
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if current(out):
+                return {"html": html, "returncode": 0, "log": "", "seconds": 0.0, "reused": True}
+            return build_into(out)
+
+    def build_into(out: pathlib.Path) -> dict:
         start = time.monotonic()
+        (out / edition.BUILD_STAMP).unlink(missing_ok=True)      # a failed build must not pass as current
         try:
             result = subprocess.run(
                 [str(jupyter_book), "build", str(ROOT), "--path-output", str(out),
@@ -91,21 +114,17 @@ def build_book_once(tmp_path_factory) -> BookBuild:
         except subprocess.TimeoutExpired as error:
             returncode = -1
             log = f"the build took more than {BUILD_TIMEOUT_S} s\n{error.stdout or ''}{error.stderr or ''}"
-        if returncode == 0:               # the Chinese site, into <html>/zh, reusing the execution cache
-            from autograder.course.i18n import edition
-
+        if returncode == 0:               # the Chinese site, into <html>/zh, with its own execution cache
             zh_start = time.monotonic()
             done = edition.build_html(out, ROOT, extra_args=("--warningiserror", "--keep-going"))
             returncode, log = done.returncode, log + done.stdout + done.stderr
             log += f"\nChinese site built in {time.monotonic() - zh_start:.0f} s\n"
-        # The execution cache is big and of no use to the browser test.
-        shutil.rmtree(out / "_build" / ".jupyter_cache", ignore_errors=True)
         return {"html": str(out / "_build" / "html"), "returncode": returncode, "log": log,
-                "seconds": time.monotonic() - start}
+                "seconds": time.monotonic() - start, "reused": False}
 
     built = run_once(tmp_path_factory, "book", build)
     _BUILDS["book"] = BookBuild(pathlib.Path(built["html"]), built["returncode"], built["log"],
-                                built["seconds"])
+                                built["seconds"], reused=built["reused"])
     return _BUILDS["book"]
 
 
@@ -142,4 +161,34 @@ def test_book_builds_with_warnings_as_errors(book):
     for stem in _toc_files():
         for page in (book.html / (stem + ".html"), book.html / "zh" / (stem + ".html")):
             assert page.exists(), f"{page.relative_to(book.html)} was not built"
-    print(f"book built in {book.seconds:.0f} s (both languages)")
+    print("reused the build of make book: the book's files are unchanged since" if book.reused
+          else f"book built in {book.seconds:.0f} s (both languages)")
+
+
+def test_book_inputs_key_follows_the_book_files_and_nothing_else(tmp_path):
+    """The stamp that lets `make test` reuse `make book`'s build changes with every file a page is built
+    from (tracked, edited, new and untracked), and not with tests, benchmarks or ignored build output."""
+    from autograder.course.i18n.edition import book_inputs_key
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    for name, text in {"book/01-a.ipynb": "{}", "transformer_core/x.py": "x = 1\n", "tests/test_a.py": "",
+                       "benchmarks/b.py": "", ".gitignore": "_build/\n"}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    git("init", "-q")
+    git("add", ".")
+    first = book_inputs_key(tmp_path)
+    (tmp_path / "tests" / "test_a.py").write_text("assert True\n", encoding="utf-8")
+    (tmp_path / "benchmarks" / "b.py").write_text("print(1)\n", encoding="utf-8")
+    (tmp_path / "_build").mkdir()
+    (tmp_path / "_build" / "index.html").write_text("<html>", encoding="utf-8")
+    assert book_inputs_key(tmp_path) == first
+    (tmp_path / "book" / "01-a.ipynb").write_text('{"cells": []}', encoding="utf-8")
+    edited = book_inputs_key(tmp_path)
+    assert edited != first
+    (tmp_path / "book" / "02-b.ipynb").write_text("{}", encoding="utf-8")          # new, not yet added
+    assert book_inputs_key(tmp_path) not in (first, edited)
+    (tmp_path / "book" / "02-b.ipynb").unlink()
+    assert book_inputs_key(tmp_path) == edited

@@ -18,7 +18,7 @@ from autograder.course.i18n.catalogues import (catalogue_path, catalogue_templat
 from autograder.course.i18n.docstring_text import (DOCSTRING_CONTEXT, solution_docstrings, translate_docstrings,
                                                    without_docstrings)
 from autograder.course.i18n.extract import (COLAB_PATH, LANGUAGE, SITE_DOC, ZH_ROOT, messages, page_texts, pages,
-                                            site_messages)
+                                            site_messages, written_answers)
 from autograder.course.i18n.reader_checks import reader_problems
 from autograder.course.i18n.runtime_text import runtime_catalogue_path, runtime_status, update_runtime
 from autograder.course.i18n.typesetting import MATH_CONTEXT, math_phrases
@@ -32,18 +32,20 @@ def update(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
         ``{docname: {"translated": n, "fuzzy": n, "untranslated": n}}``.
     """
     documents = {page.docname: (messages(page_texts(page)), page.path.relative_to(root).as_posix(),
-                                math_phrases("\n\n".join(page_texts(page))), solution_docstrings(page))
+                                math_phrases("\n\n".join(page_texts(page))), solution_docstrings(page),
+                                written_answers(page, root))
                  for page in pages(root)}
-    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [])
-    for docname, (msgids, location, math, docs) in documents.items():
+    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [], [])
+    for docname, (msgids, location, math, docs, written) in documents.items():
         path = catalogue_path(docname, root)
+        extra = {"math": math, "docstrings": docs, "written": written}
         if path.exists():
             catalog = read_catalogue(path)
-            catalog.update(catalogue_template(msgids, location, catalog.creation_date, math=math, docstrings=docs),
+            catalog.update(catalogue_template(msgids, location, catalog.creation_date, **extra),
                            update_header_comment=False)
             catalog.obsolete.clear()          # a removed paragraph's translation is dropped, not kept
         else:
-            catalog = catalogue_template(msgids, location, math=math, docstrings=docs)
+            catalog = catalogue_template(msgids, location, **extra)
         write_catalogue(catalog, path)
     update_runtime(root)
     return status(root)
@@ -179,6 +181,29 @@ def execution_cache(out: Path, root: Path = REPO_ROOT) -> Path:
     return Path(out).resolve() / "_build" / f".jupyter_cache_zh-{digest.hexdigest()[:12]}"
 
 
+BUILD_STAMP = Path("_build") / "book-inputs.sha256"
+NOT_BOOK_INPUTS = ("tests", "benchmarks", ".ci")      # top-level folders no page is built from
+
+
+def book_inputs_key(root: Path = REPO_ROOT) -> str:
+    """A hash of what the two sites are built from: the path and bytes of every file git tracks or would
+    track (untracked files that are not ignored), except :data:`NOT_BOOK_INPUTS`.
+
+    :func:`build_html` writes it to ``<out>/`` :data:`BUILD_STAMP` once both sites are built, so a later
+    consumer (``tests/test_book.py``) can tell a current build from a stale one by content, not by time.
+    """
+    import hashlib
+
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                            capture_output=True, check=True).stdout.decode("utf-8")
+    digest = hashlib.sha256()
+    for name in sorted(set(listed.split("\0")) - {""}):
+        path = root / name
+        if name.split("/")[0] not in NOT_BOOK_INPUTS and path.is_file():    # a deleted file stays listed
+            digest.update(name.encode("utf-8") + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _kernel_profile(folder: Path) -> Path:
     """An IPython profile whose kernels load :mod:`course_runtime.language` (``IPYTHONDIR``)."""
     profile = folder / "profile_default"
@@ -208,6 +233,8 @@ def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...]
     loaded through ``$IPYTHONDIR``, the CJK font from the site assets in ``$COURSE_CJK_FONT``), with
     their own execution cache (:func:`execution_cache`). The code cells are the English ones.
 
+    On success it writes :func:`book_inputs_key` to ``<out>/`` :data:`BUILD_STAMP`.
+
     Returns:
         The finished ``jupyter-book build`` process (its return code and output).
     """
@@ -220,6 +247,8 @@ def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...]
     import fetch_assets  # noqa: E402  (site/ is not a package)
 
     out = Path(out).resolve()
+    inputs = book_inputs_key(root)       # before the build: a file edited during it makes the stamp stale
+    (out / BUILD_STAMP).unlink(missing_ok=True)
     config = yaml.safe_load((root / ZH_ROOT / "_config.yml").read_text(encoding="utf-8"))
     cache = execution_cache(out, root)
     for old in (out / "_build").glob(".jupyter_cache_zh-*"):
@@ -257,6 +286,7 @@ def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...]
         target = out / "_build" / "html" / "zh"
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(out / "_build" / "zh-book" / "_build" / "html", target)
+        (out / BUILD_STAMP).write_text(inputs + "\n", encoding="utf-8")
     return done
 
 
