@@ -598,3 +598,25 @@ def test_a_message_whose_entry_holds_its_hint_line_is_translated_whole():
     assert "请改用 .reshape" in hint and not _english_sentences(hint), chinese
     # A general entry that swallows an unknown hint line leaves the parts to be translated apart.
     assert translate_message("f(x) raised ValueError: bad\nHint: x", "zh_CN") == "f(x) 抛出了 ValueError：bad\n提示：x"
+
+
+def test_every_written_question_has_a_chinese_model_answer_and_rubric():
+    """The model answer and the rubric of every exercise's written question (the solution region of its
+    cell graded by hand) are in the exercise's catalogue, translated, with no English sentence left, so
+    the review page of a Chinese class shows them in Chinese (issue 29); chapters have none."""
+    from autograder.engine.plan import MODEL_ANSWER_CONTEXT, RUBRIC_CONTEXT
+
+    for page in extract.pages(ROOT):
+        written = extract.written_answers(page, ROOT)
+        if not page.docname.startswith("exercises/"):
+            assert not written, page.docname
+            continue
+        assert [context for context, _ in written] == [MODEL_ANSWER_CONTEXT, RUBRIC_CONTEXT], page.docname
+        held = {(m.context, m.id): m for m in catalogues.read_catalogue(catalogues.catalogue_path(page.docname, ROOT))}
+        for context, english in written:
+            entry = held.get((context, english))
+            assert entry is not None and entry.string and not entry.fuzzy, (
+                f"{page.docname}: the {context} is not translated: run `python -m autograder i18n update` and translate it")
+            prose = reader_checks.visible_prose(entry.string)
+            assert not reader_checks.english_runs(prose) and not reader_checks.typesetting_problems(prose), entry.string
+            assert not catalogues.markup_problems(english, entry.string), (page.docname, context)

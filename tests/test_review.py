@@ -27,7 +27,8 @@ from autograder.__main__ import main
 from autograder.core.files import read_notebook
 from autograder.course.notebooks import dumps_normalized
 from autograder.instructor.manual import HAND_SCORES, read_hand_scores
-from autograder.instructor.review import ReviewServer, load_questions, split_solution
+from autograder.engine.plan import split_solution
+from autograder.instructor.review import ReviewServer, load_questions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "course"
 KEY = "fixture:essay"
@@ -253,6 +254,35 @@ def test_the_page_fits_a_laptop_screen_with_the_rubric_beside_the_answer(course,
 ZH_QUESTION = ("## W 部分：书面回答（2 分，由老师人工评分）\n\n**问题。** 数值稳定的 softmax 为什么要减去最大值？"
                "请说明对任意常数 $c$ 都有 $\\operatorname{softmax}(s - c) = \\operatorname{softmax}(s)$，"
                "并说明不做平移时 float32 会出什么问题。")
+ZH_MODEL = ("减去最大值后，每个指数都不超过 0，所以不会溢出：记 $m = \\max_j s_j$，\n\n$$\n\\operatorname{softmax}(s)_i = "
+            "\\frac{e^{s_i}}{\\sum_j e^{s_j}} = \\frac{e^{s_i - m}}{\\sum_j e^{s_j - m}},\n$$\n\n"
+            "因为因子 $e^{-m}$ 在分子和分母之间约掉了。")
+ZH_RUBRIC = ("**评分标准**（2 分）：\n- 1 分：指数都不超过 0，所以 $e^{s_i - m} \\le 1$ 不会溢出\n"
+             "- 1 分：结果不变，因为平移带来的 $e^{-m}$ 约掉了\n- 只说溢出而不说明结果为什么不变，扣半分")
+
+
+def _chinese_edition(course: Path, root: Path) -> Path:
+    """A copy of ``course`` with the Chinese edition's exercise (the question in Chinese) and its catalogue,
+    whose model answer and rubric entries are what ``i18n update`` extracts from the solution region."""
+    from autograder.course.i18n import catalogues, extract
+    from autograder.engine.plan import MODEL_ANSWER_CONTEXT
+
+    shutil.copytree(course, root)
+    nb = json.loads((course / "exercises" / "00-fixture" / "fixture.ipynb").read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if "".join(cell["source"]).startswith("## Part W"):
+            cell["source"] = ZH_QUESTION
+    (root / "zh" / "exercises" / "00-fixture").mkdir(parents=True)
+    (root / "zh" / "exercises" / "00-fixture" / "fixture.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    page = extract.Page("exercises/00-fixture/fixture", root / "exercises" / "00-fixture" / "fixture.ipynb")
+    written = extract.written_answers(page, root)
+    assert [context for context, _ in written] == ["model answer", "rubric"], written
+    catalog = catalogues.catalogue_template([], "exercises/00-fixture/fixture.ipynb", written=written)
+    for message in catalog:
+        if message.id:
+            message.string = ZH_MODEL if message.context == MODEL_ANSWER_CONTEXT else ZH_RUBRIC
+    catalogues.write_catalogue(catalog, catalogues.catalogue_path(page.docname, root))
+    return root
 
 
 def _fixed_text(browser) -> list[str]:
@@ -269,17 +299,10 @@ def _fixed_text(browser) -> list[str]:
 
 def test_the_page_is_chinese_for_a_chinese_class(course, graded, browser, tmp_path):
     """Issue 29: with the page in Chinese, ``lang`` is zh-CN, every fixed string is Chinese (the keys stay
-    j/k, n/p, c, Enter, Esc and still work), the question is the Chinese edition's, and the server's
-    refusals are Chinese too."""
+    j/k, n/p, c, Enter, Esc and still work), the question is the Chinese edition's, the model answer and
+    the rubric come from its catalogue, rendered, and the server's refusals are Chinese too."""
     _, out, _ = graded
-    zh_root = tmp_path / "course"
-    shutil.copytree(course, zh_root)
-    nb = json.loads((course / "exercises" / "00-fixture" / "fixture.ipynb").read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        if "".join(cell["source"]).startswith("## Part W"):
-            cell["source"] = ZH_QUESTION
-    (zh_root / "zh" / "exercises" / "00-fixture").mkdir(parents=True)
-    (zh_root / "zh" / "exercises" / "00-fixture" / "fixture.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    zh_root = _chinese_edition(course, tmp_path / "course")
     server = ReviewServer(out, zh_root, language="zh-CN")
     server.start()
     try:
@@ -287,6 +310,11 @@ def test_the_page_is_chinese_for_a_chinese_class(course, graded, browser, tmp_pa
         _wait(browser, "return document.getElementById('who').textContent.startsWith('ann')", "ann's answer")
         assert browser.run("return document.documentElement.lang") == "zh-CN"
         assert browser.run("return document.getElementById('prompt').textContent").startswith("W 部分")
+        model, rubric = browser.run("return ['model', 'rubric'].map((id) => document.getElementById(id).textContent)")
+        assert model.startswith("减去最大值后") and "Subtracting" not in model, model
+        assert rubric.startswith("评分标准（2 分）") and "point" not in rubric, rubric
+        assert browser.run("return [document.querySelectorAll('#model math').length, "
+                           "document.querySelectorAll('#rubric li').length]") == [3, 3]
         fixed = _fixed_text(browser)
         english = [text for text in fixed if re.search(r"[A-Za-z]{2,}", text)]
         assert not english, f"English left on the Chinese page: {english}"
@@ -304,6 +332,28 @@ def test_the_page_is_chinese_for_a_chinese_class(course, graded, browser, tmp_pa
     finally:
         server.close()
     assert not (out / HAND_SCORES).exists(), "nothing was stored"
+
+
+def test_the_chinese_review_shows_the_catalogue_s_model_answer_and_rubric(course, graded, tmp_path):
+    """Issue 29: a Chinese class's review page shows the model answer and the rubric its exercise's catalogue
+    translates; the English page keeps the instructor's; an outdated (fuzzy) translation is not shown."""
+    from autograder.course.i18n import catalogues
+
+    _, out, _ = graded
+    zh_root = _chinese_edition(course, tmp_path / "course")
+    [chinese] = load_questions(out, zh_root, "zh_CN")
+    assert (chinese.model_answer, chinese.rubric) == (ZH_MODEL, ZH_RUBRIC)
+    assert "<math" in chinese.model_html and chinese.rubric_html.count("<li>") == 3
+    [english] = load_questions(out, zh_root, "en")
+    assert english.model_answer.startswith("Subtracting the maximum") and english.rubric.startswith("**Rubric**")
+    path = catalogues.catalogue_path("exercises/00-fixture/fixture", zh_root)
+    catalog = catalogues.read_catalogue(path)
+    for message in catalog:
+        if message.context == "rubric":
+            message.flags.add("fuzzy")
+    catalogues.write_catalogue(catalog, path)
+    [outdated] = load_questions(out, zh_root, "zh_CN")
+    assert outdated.model_answer == ZH_MODEL and outdated.rubric.startswith("**Rubric**")
 
 
 def test_every_fixed_string_has_its_chinese_entry_and_the_class_language_decides():

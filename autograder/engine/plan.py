@@ -122,6 +122,36 @@ def clear_solution(source: str, cell_type: str) -> str:
     return "\n".join(kept) if replaced else stub
 
 
+#: The contexts (msgctxt) of a written question's model answer and rubric in an edition's catalogue
+#: of the exercise (``locales/<language>/LC_MESSAGES/exercises/<assignment>/<notebook>.po``).
+MODEL_ANSWER_CONTEXT, RUBRIC_CONTEXT = "model answer", "rubric"
+
+
+def split_solution(source: str) -> tuple[str, str]:
+    r"""The model answer and the rubric of a hand-graded cell's instructor source.
+
+    The solution region (``### BEGIN SOLUTION`` to ``### END SOLUTION``) holds the model answer
+    (after its ``**Model answer.**`` label) and, from a line starting with ``**Rubric``, the rubric;
+    without such a line the whole region is the model answer.
+
+    Example:
+        >>> split_solution("### BEGIN SOLUTION\n**Model answer.** Yes.\n\n**Rubric** (1 point):\n- yes\n### END SOLUTION")
+        ('Yes.', '**Rubric** (1 point):\n- yes')
+    """
+    inside, lines = False, []
+    for line in source.split("\n"):
+        if SOLUTION_BEGIN in line:
+            inside = True
+        elif SOLUTION_END in line:
+            inside = False
+        elif inside:
+            lines.append(line)
+    region = lines if any(SOLUTION_BEGIN in line for line in source.split("\n")) else source.split("\n")
+    cut = next((i for i, line in enumerate(region) if line.lstrip().startswith("**Rubric")), len(region))
+    model = "\n".join(region[:cut]).strip().removeprefix("**Model answer.**").strip()
+    return model, "\n".join(region[cut:]).strip()
+
+
 @dataclass(frozen=True)
 class PlanCell:
     """One cell of an instructor notebook.

@@ -15,8 +15,10 @@ The page is in Chinese (``lang="zh-CN"``) when the class answered in Chinese (mo
 mostly Chinese, the rule of :func:`course_runtime.language.notebook_language`) or when
 ``$COURSE_LANGUAGE`` says so (``COURSE_LANGUAGE=zh_CN python -m autograder review ...``; ``en`` for
 English): its fixed strings (:data:`TEXT`) come from the catalogue
-``autograder/instructor/locales/zh_CN/LC_MESSAGES/review.po``, and the question from the Chinese
-edition's exercise (``zh/exercises/``); the model answer and the rubric are the instructor's, as written.
+``autograder/instructor/locales/zh_CN/LC_MESSAGES/review.po``, the question from the Chinese
+edition's exercise (``zh/exercises/``), and the model answer and the rubric from that exercise's
+catalogue (``locales/zh_CN/LC_MESSAGES/exercises/``, where ``python -m autograder i18n update`` puts them
+from the solution region); one not translated yet is shown as the instructor wrote it.
 
 Keys: ``j``/``k`` or the arrow keys move between learners, ``n``/``p`` between questions, a digit
 types the points (a letter typed in the points field is a key again), ``c`` goes to the comment, ``Enter`` saves and moves to the next learner,
@@ -56,8 +58,10 @@ from course_runtime.language import CHINESE, ENGLISH, ENV_LANGUAGE, normalize_la
 MAX_BODY = 64 * 1024
 MAX_COMMENT = 2000
 CATALOGUE = Path(__file__).with_name("locales") / "{language}" / "LC_MESSAGES" / "review.po"
-#: Where each language's edition keeps its released exercises (the question in that language).
+#: Where each language's edition keeps its released exercises (the question in that language) and their
+#: catalogues (the model answers and rubrics in that language).
 EDITIONS = {CHINESE: "zh/exercises"}
+CATALOGUES = {CHINESE: "locales/zh_CN/LC_MESSAGES/exercises"}
 
 #: Every fixed string of the page and of the server's answers, in English; ``{name}`` is filled in.
 TEXT = {
@@ -169,29 +173,6 @@ class Question:
             entry.answer_html = _markdown(entry.answer, trusted=False) if entry.answer and not entry.blank else ""
 
 
-def split_solution(source: str) -> tuple[str, str]:
-    """The model answer and the rubric of a hand-graded cell's instructor source.
-
-    The solution region (``### BEGIN SOLUTION`` to ``### END SOLUTION``) holds the model answer and,
-    from a line starting with ``**Rubric``, the rubric; without such a line the whole region is the
-    model answer."""
-    from autograder.engine.plan import SOLUTION_BEGIN, SOLUTION_END
-
-    inside, lines = False, []
-    for line in source.split("\n"):
-        if SOLUTION_BEGIN in line:
-            inside = True
-        elif SOLUTION_END in line:
-            inside = False
-        elif inside:
-            lines.append(line)
-    region = lines if any(SOLUTION_BEGIN in line for line in source.split("\n")) else source.split("\n")
-    cut = next((i for i, line in enumerate(region) if line.lstrip().startswith("**Rubric")), len(region))
-    model = "\n".join(region[:cut]).strip()
-    model = model.removeprefix("**Model answer.**").strip()
-    return model, "\n".join(region[cut:]).strip()
-
-
 def _prompts(notebook) -> dict[str, str]:
     """The question of each hand-graded cell of a notebook plan, by grade id: the Markdown cell just
     before it and the cell's own released text (a stub aside)."""
@@ -207,15 +188,31 @@ def _prompts(notebook) -> dict[str, str]:
     return found
 
 
+def instructor_texts(assignment: str, notebook: str, root: Path, language: str) -> dict[tuple[str, str], str]:
+    """The model answers and rubrics of an exercise notebook in ``language``: ``(context, English)`` ->
+    translation, for the finished entries of the edition's catalogue of the exercise (contexts
+    :data:`~autograder.engine.plan.MODEL_ANSWER_CONTEXT` and :data:`~autograder.engine.plan.RUBRIC_CONTEXT`);
+    empty for English or without a catalogue."""
+    from autograder.engine.plan import MODEL_ANSWER_CONTEXT, RUBRIC_CONTEXT
+
+    path = Path(root) / CATALOGUES[language] / assignment / f"{notebook}.po" if language in CATALOGUES else None
+    if path is None or not path.is_file():
+        return {}
+    return {(e.context, e.msgid): e.msgstr for e in read_po(path)
+            if e.context in (MODEL_ANSWER_CONTEXT, RUBRIC_CONTEXT) and e.msgstr and "fuzzy" not in e.flags}
+
+
 def load_questions(out_dir: Path | str, root: Path = REPO_ROOT, language: str = ENGLISH) -> list[Question]:
     """Every hand-graded cell of the assignments graded in ``out_dir``, with each graded learner's answer;
-    the question in ``language`` where its edition has the exercise (else as the instructor wrote it).
+    the question in ``language`` where its edition has the exercise, the model answer and the rubric where
+    its catalogue translates them (else as the instructor wrote them).
 
     Raises:
         UsageError: ``out_dir`` holds no results.
     """
     from autograder.core.results import load_results
-    from autograder.engine.plan import MANUAL, PlanError, load_plan, load_released_plan
+    from autograder.engine.plan import (MANUAL, MODEL_ANSWER_CONTEXT, RUBRIC_CONTEXT, PlanError, load_plan,
+                                        load_released_plan, split_solution)
 
     out_dir = Path(out_dir)
     results = [r for r in load_results(out_dir) if r.graded]
@@ -235,9 +232,13 @@ def load_questions(out_dir: Path | str, root: Path = REPO_ROOT, language: str = 
         answers = {r.learner: load_answers(out_dir, r) for r in own}
         for name, notebook in plan.notebooks.items():
             prompts = {**_prompts(notebook), **(_prompts(edition[name]) if name in edition else {})}
+            translated = instructor_texts(assignment, name, root, language)
             for cell in (c for c in notebook.cells if c.kind == MANUAL):
                 key = f"{name}:{cell.key}"
-                question = Question(assignment, key, prompts[cell.key], *split_solution(cell.source), cell.points)
+                model, rubric = split_solution(cell.source)
+                question = Question(assignment, key, prompts[cell.key],
+                                    translated.get((MODEL_ANSWER_CONTEXT, model), model),
+                                    translated.get((RUBRIC_CONTEXT, rubric), rubric), cell.points)
                 for result in own:
                     if key not in result.cell_max_scores:
                         continue

@@ -65,7 +65,9 @@ def catalogue_path(docname: str, root: Path = REPO_ROOT) -> Path:
 
 
 def catalogue_template(msgids: list[str], location: str, creation_date=None, *, math: list[str] = (),
-                       docstrings: list[str] = ()):
+                       docstrings: list[str] = (), written: list[tuple[str, str]] = ()):
+    """A page's catalogue: its blocks, the phrases of its formulas, the docstrings of its solution cells and
+    the model answers and rubrics of its written questions (``(context, English)`` pairs), untranslated."""
     from babel.messages.catalog import Catalog
 
     catalog = Catalog(locale=LANGUAGE, project="Transformer Core Mechanisms", version="1",
@@ -82,6 +84,10 @@ def catalogue_template(msgids: list[str], location: str, creation_date=None, *, 
         catalog.add(body, locations=[(location, index)], context=DOCSTRING_CONTEXT,
                     auto_comments=["The docstring of a function or class the learner writes, as written between its "
                                    "quotes: keep each line's indentation, parameter names, shapes and code."])
+    for index, (context, text) in enumerate(written, start=1):
+        catalog.add(text, locations=[(location, index)], context=context,
+                    auto_comments=[f"The written question's {context}, from the solution notebook: the instructor "
+                                   "and the review page see it, never the learner's exercise."])
     return catalog
 
 

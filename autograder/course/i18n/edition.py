@@ -18,7 +18,7 @@ from autograder.course.i18n.catalogues import (catalogue_path, catalogue_templat
 from autograder.course.i18n.docstring_text import (DOCSTRING_CONTEXT, solution_docstrings, translate_docstrings,
                                                    without_docstrings)
 from autograder.course.i18n.extract import (COLAB_PATH, LANGUAGE, SITE_DOC, ZH_ROOT, messages, page_texts, pages,
-                                            site_messages)
+                                            site_messages, written_answers)
 from autograder.course.i18n.reader_checks import reader_problems
 from autograder.course.i18n.runtime_text import runtime_catalogue_path, runtime_status, update_runtime
 from autograder.course.i18n.typesetting import MATH_CONTEXT, math_phrases
@@ -32,18 +32,20 @@ def update(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
         ``{docname: {"translated": n, "fuzzy": n, "untranslated": n}}``.
     """
     documents = {page.docname: (messages(page_texts(page)), page.path.relative_to(root).as_posix(),
-                                math_phrases("\n\n".join(page_texts(page))), solution_docstrings(page))
+                                math_phrases("\n\n".join(page_texts(page))), solution_docstrings(page),
+                                written_answers(page, root))
                  for page in pages(root)}
-    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [])
-    for docname, (msgids, location, math, docs) in documents.items():
+    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [], [])
+    for docname, (msgids, location, math, docs, written) in documents.items():
         path = catalogue_path(docname, root)
+        extra = {"math": math, "docstrings": docs, "written": written}
         if path.exists():
             catalog = read_catalogue(path)
-            catalog.update(catalogue_template(msgids, location, catalog.creation_date, math=math, docstrings=docs),
+            catalog.update(catalogue_template(msgids, location, catalog.creation_date, **extra),
                            update_header_comment=False)
             catalog.obsolete.clear()          # a removed paragraph's translation is dropped, not kept
         else:
-            catalog = catalogue_template(msgids, location, math=math, docstrings=docs)
+            catalog = catalogue_template(msgids, location, **extra)
         write_catalogue(catalog, path)
     update_runtime(root)
     return status(root)

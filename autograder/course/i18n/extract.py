@@ -129,6 +129,27 @@ def site_messages(root: Path = REPO_ROOT) -> list[str]:
     return [config["title"]] + [part["caption"] for part in toc.get("parts", []) if part.get("caption")]
 
 
+def written_answers(page: Page, root: Path = REPO_ROOT) -> list[tuple[str, str]]:
+    """The model answer and the rubric of each written question (a cell graded by hand) of an exercise
+    page, from the solution region of its instructor's notebook (``exercises/<NN-slug>/<slug>.ipynb`` ->
+    ``solutions/<NN-slug>/<slug>.ipynb``), as ``(context, English)`` pairs; none for other pages.
+    The review page shows them in the language of the class
+    (:func:`autograder.instructor.review.instructor_texts`)."""
+    from autograder.engine.plan import MANUAL, MODEL_ANSWER_CONTEXT, RUBRIC_CONTEXT, load_notebook_plan, split_solution
+
+    parts = page.path.relative_to(root).parts
+    source = Path(root, "solutions", *parts[1:])
+    if not page.is_notebook or parts[0] != "exercises" or not source.is_file():
+        return []
+    found = []
+    for cell in load_notebook_plan(source).cells:
+        if cell.kind == MANUAL:
+            model, rubric = split_solution(cell.source)
+            found += [(context, text) for context, text in ((MODEL_ANSWER_CONTEXT, model), (RUBRIC_CONTEXT, rubric))
+                      if text]
+    return found
+
+
 def messages(texts: list[str]) -> list[str]:
     """The distinct blocks to translate, in order of first appearance."""
     seen: dict[str, None] = {}
