@@ -620,3 +620,22 @@ def test_every_written_question_has_a_chinese_model_answer_and_rubric():
             prose = reader_checks.visible_prose(entry.string)
             assert not reader_checks.english_runs(prose) and not reader_checks.typesetting_problems(prose), entry.string
             assert not catalogues.markup_problems(english, entry.string), (page.docname, context)
+
+
+def test_no_chinese_page_glosses_a_term_twice():
+    """A term's English follows it in full-width parentheses at its first use on a page only: 位置编码
+    （positional encoding）, then 位置编码 (issue 29: "实现“位置编码（positional encoding）”一章中的各种位置编码
+    （positional encoding）方案"). The glossary, which pairs every term with its English, aside."""
+    gloss = re.compile(r"(?<=[\u4e00-\u9fff*”])（([A-Za-z][^（）\u4e00-\u9fff]*?)）")
+    repeated = []
+    for page in extract.pages(ROOT):
+        if page.docname in ("book/glossary", "book/references"):
+            continue
+        prose = "\n\n".join(reader_checks.page_prose(ROOT / "zh" / page.path.relative_to(ROOT)))
+        seen = set()
+        for match in gloss.finditer(prose):
+            key = re.sub(r"[\s-]+", " ", match.group(1).lower()).strip()
+            if key in seen:
+                repeated.append(f"{page.docname}: …{prose[max(0, match.start() - 12):match.end()]}")
+            seen.add(key)
+    assert not repeated, "\n".join(repeated)
