@@ -15,7 +15,7 @@ from autograder.core.files import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
-# Exercise 10's count of the weights that multiply every token, which three mistakes replace.
+# Exercise 10's count of the weights that multiply every token, which four mistakes replace.
 _EVERY_LINEAR_WEIGHT = "sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))"
 # assignment -> {mistake: (solution cell, right code, wrong code, visible test cell, words the message must contain)}
 MISTAKES = {
@@ -72,6 +72,10 @@ MISTAKES = {
             "matmul_weights", _EVERY_LINEAR_WEIGHT,
             'sum(p.numel() for n, p in model.named_parameters() if p.dim() >= 2 and not n.startswith("embeddings"))',
             "test_measure_mfu", "the output head is missing"),
+        "the 12 L d^2 rule of thumb": (
+            "matmul_weights", _EVERY_LINEAR_WEIGHT,
+            "12 * len(model.layers) * model.config.d_model ** 2 + model.config.vocab_size * model.config.d_model",
+            "test_measure_mfu", "that is the rule of thumb 12 L d^2 + V d"),
         "no synchronize before the final clock": (
             "matmul_weights", "        train_one_step()\n    wait()\n    seconds", "        train_one_step()\n    seconds",
             "test_measure_mfu", "call synchronize() before reading the clock at the end"),
