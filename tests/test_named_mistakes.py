@@ -15,7 +15,7 @@ from autograder.core.files import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
-# Exercise 10's count of the weights that multiply every token, which four mistakes replace.
+# Exercise 10's count of the weights that multiply every token, which five mistakes replace.
 _EVERY_LINEAR_WEIGHT = "sum(module.weight.numel() for module in model.modules() if isinstance(module, nn.Linear))"
 # assignment -> {mistake: (solution cell, right code, wrong code, visible test cell, words the message must contain)}
 MISTAKES = {
@@ -76,6 +76,14 @@ MISTAKES = {
             "matmul_weights", _EVERY_LINEAR_WEIGHT,
             "12 * len(model.layers) * model.config.d_model ** 2 + model.config.vocab_size * model.config.d_model",
             "test_measure_mfu", "that is the rule of thumb 12 L d^2 + V d"),
+        "keys and values counted as wide as the queries": (
+            "matmul_weights", _EVERY_LINEAR_WEIGHT,
+            "len(model.layers) * (4 * model.config.d_model ** 2 + 2 * model.config.d_model * model.config.d_ff)"
+            " + model.config.vocab_size * model.config.d_model", "test_measure_mfu",
+            "k_proj and v_proj have n_kv_heads * head_dim outputs"),
+        "warmup_steps ignored": (
+            "matmul_weights", "    for _ in range(warmup_steps):", "    for _ in range(2):", "test_measure_mfu",
+            "it should run warmup_steps + measured_steps"),
         "no synchronize before the final clock": (
             "matmul_weights", "        train_one_step()\n    wait()\n    seconds", "        train_one_step()\n    seconds",
             "test_measure_mfu", "call synchronize() before reading the clock at the end"),
@@ -98,6 +106,9 @@ MISTAKES = {
         "MFU as a percentage": (
             "matmul_weights", "float(flops_per_second / peak_flops)", "float(100 * flops_per_second / peak_flops)",
             "test_measure_mfu", "return a fraction, not a percentage"),
+        "the seed not passed on": (
+            "final_loss", "final_loss(lr, n_steps, seed) for lr in lrs", "final_loss(lr, n_steps, 0) for lr in lrs",
+            "test_lr_sweep", "use the seed you are given"),
         "AdamW's default weight decay": (
             "final_loss", "lr=lr, weight_decay=0.0)", "lr=lr)", "test_lr_sweep", "weight_decay defaults to 0.01"),
         "batches from the global random state": (
