@@ -543,6 +543,36 @@ def test_a_serial_run_gives_exactly_the_grades_of_the_parallel_run(batch, tmp_pa
             k: parallel[k] for k in result.cells}
 
 
+def test_a_chinese_page_takes_the_course_cells_from_the_root_it_was_graded_with(course, tmp_path):
+    """``grade --root``: the course cells of a Chinese notebook's page come from that root's Chinese
+    release (``zh/exercises``), not from the checkout the grader runs from (issue 28)."""
+    root = tmp_path / "course"
+    shutil.copytree(course, root)
+    locked = {"grade": False, "grade_id": "softmax_intro", "locked": True, "schema_version": 3, "solution": False}
+    for edition in ("solutions", "exercises"):          # the "## Softmax" cell becomes the course's
+        path = root / edition / ASSIGNMENT / NOTEBOOK
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+        [intro] = [c for c in notebook["cells"] if "".join(c["source"]).startswith("## Softmax")]
+        intro["metadata"]["nbgrader"] = locked
+        path.write_text(json.dumps(notebook), encoding="utf-8")
+    release = notebook
+    for cell in release["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = "## 第一节\n\n这一节的中文说明只在这门课的中文版里。"
+    release["metadata"].setdefault("course", {})["language"] = "zh_CN"
+    (root / "zh" / "exercises" / ASSIGNMENT).mkdir(parents=True)
+    (root / "zh" / "exercises" / ASSIGNMENT / NOTEBOOK).write_text(json.dumps(release), encoding="utf-8")
+    (tmp_path / "subs" / "lin").mkdir(parents=True)
+    (tmp_path / "subs" / "lin" / NOTEBOOK).write_text(json.dumps(release), encoding="utf-8")
+    [result] = grade(tmp_path / "subs", ASSIGNMENT, tmp_path / "out", jobs=1, root=root, progress=False,
+                     limits=Limits(cell_timeout=10, notebook_timeout=90, memory_mb=2048))
+    assert result.graded, result.status
+    page = (tmp_path / "out" / result.feedback[0]).read_text(encoding="utf-8")
+    assert "<html lang='zh-CN'>" in page
+    assert "这一节的中文说明只在这门课的中文版里。" in page
+    assert "Write a numerically stable softmax" not in page      # the English course cell
+
+
 def test_regrading_one_learner_leaves_the_others_untouched(batch):
     results_dir = batch["out"] / "results"
     before = digest(results_dir)

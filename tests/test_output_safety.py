@@ -24,13 +24,14 @@ import nbformat
 import pytest
 
 from autograder.core.limits import Limits
-from autograder.core.outcomes import CellOutcome, Failure, Verdict
+from autograder.core.outcomes import UNLISTED_EXCEPTION, CellOutcome, Failure, Verdict
 from autograder.core.results import GradeResult, Status, write_grades_csv
 from autograder.core.safe_output import csv_text, from_spreadsheet_cell, safe_mathml, spreadsheet_cell
 from autograder.engine import disclosure, feedback, pages
 from autograder.engine.grade_one import run_notebook
 from autograder.engine.plan import FREE, TEST, RunCell
 from autograder.engine.referee import visible_failure
+from autograder.engine.runner import outcome_of
 from autograder.instructor import review, similarity
 from autograder.instructor.manual import HandScore, read_hand_scores, write_hand_scores
 
@@ -176,14 +177,16 @@ class _Referee:
 
 
 class _Kernel:
-    def __init__(self, reason=""):
-        self.reason = reason
+    """A kernel whose every cell ends with ``content``, the ``execute_reply`` the runner reads."""
+
+    def __init__(self, content=None):
+        self.content = content or {"status": "ok"}
 
     async def ask(self, request, timeout):
         return "{}"
 
     async def run(self, code, timeout, silent=False):
-        return CellOutcome("error", self.reason) if self.reason else CellOutcome("ok")
+        return outcome_of({"content": self.content})
 
     async def sweep(self):
         pass
@@ -221,11 +224,49 @@ def test_visible_code_after_a_hidden_region_in_the_same_cell_is_cut():
     assert SECRET not in outcome.reason and outcome.reason.startswith("ValueError")
 
 
-def test_an_own_cell_after_hidden_tests_names_no_class_of_its_own():
+def _own_cell_after_hidden_tests(content: dict) -> str:
+    """What feedback says of a learner's own cell that ended with ``content`` after a hidden test ran."""
     own = RunCell(FREE, None, "code", "boom()", "boom()", 0.0, "yours")
     outcomes = _graded([Verdict(Failure.HIDDEN_RAISED, "ValueError")], [_test(HIDDEN_TEST), own],
-                       kernel=_Kernel("Recorded_0_8125: x"))
-    assert "0_8125" not in outcomes[1].reason and disclosure.OWN_CLASS in outcomes[1].reason
+                       kernel=_Kernel(content))
+    return outcomes[1].reason
+
+
+@pytest.mark.parametrize("ename", ["Recorded_0_8125", "ValueError: 0_8125", " ValueError", 8125, ["ValueError"],
+                                   None])
+def test_an_own_cell_after_hidden_tests_names_no_class_of_its_own(ename):
+    """The class name the kernel sends is the learner's code's to choose (a class of its own can be named
+    after the hidden data, even ``"ValueError: ..."``): only a standard name is shown, from the runner's
+    field, never the start of the kernel's text."""
+    content = {"status": "error", "evalue": "0_8125 recorded"}
+    content.update({} if ename is None else {"ename": ename})
+    reason = _own_cell_after_hidden_tests(content)
+    assert "0_8125" not in reason and "8125" not in reason and reason.startswith(disclosure.OWN_CLASS), reason
+
+
+@pytest.mark.parametrize("ename", ["ValueError", "KeyError", "ShortcutError", "KeyboardInterrupt"])
+def test_an_own_cell_after_hidden_tests_keeps_a_standard_exception_name(ename):
+    reason = _own_cell_after_hidden_tests({"status": "error", "ename": ename, "evalue": "0_8125"})
+    assert reason == (f"{ename} (its message is not shown: this cell ran after hidden tests, whose data it "
+                      "could hold)")
+
+
+def test_the_runner_keeps_only_a_standard_exception_name_of_the_kernels_reply():
+    assert outcome_of({"content": {"status": "ok"}}) == CellOutcome("ok")
+    listed = outcome_of({"content": {"status": "error", "ename": "ZeroDivisionError", "evalue": "division by zero"}})
+    assert (listed.status, listed.reason, listed.exception) == (
+        "error", "ZeroDivisionError: division by zero", "ZeroDivisionError")
+    own = outcome_of({"content": {"status": "error", "ename": "Leak_77", "evalue": "x"}})
+    assert (own.reason, own.exception) == ("Leak_77: x", UNLISTED_EXCEPTION)    # the reason keeps the kernel's words
+    odd = outcome_of({"content": {"status": "aborted"}})
+    assert (odd.status, odd.reason, odd.exception) == ("error", "the kernel answered 'aborted'", UNLISTED_EXCEPTION)
+
+
+def test_disclosure_reads_the_outcomes_field_not_its_text():
+    named = CellOutcome("error", "Leak_0_8125: x", exception="KeyError")
+    assert disclosure.after_hidden_cell(named).startswith("KeyError (its message is not shown")
+    forged = CellOutcome("error", "KeyError: 0_8125", exception=UNLISTED_EXCEPTION)
+    assert disclosure.after_hidden_cell(forged).startswith(disclosure.OWN_CLASS)
 
 
 @pytest.mark.parametrize("verdict, kept", [

@@ -1,5 +1,5 @@
 """Why a kernel stopped reaches the learner's feedback page in the notebook's language: every reason the
-runner and the relay give has a Chinese entry in course_runtime's messages catalogue, found the way the
+runner, the relay and the referee give has a Chinese entry in course_runtime's messages catalogue, found the way the
 page looks it up (``translate(reason, "messages", language)``)."""
 
 import re
@@ -27,7 +27,9 @@ def every_reason() -> list[str]:
                 stop_reasons.not_interruptible(stop_reasons.THE_CELL, 10.0),
                 stop_reasons.not_interruptible(stop_reasons.YOUR_CODE, 2.5), stop_reasons.interrupted(120.0),
                 stop_reasons.code_too_slow(0.25), stop_reasons.past_deadline(900.0), stop_reasons.no_agent("error"),
-                stop_reasons.odd_reply("aborted"), stop_reasons.NOT_RUNNING, stop_reasons.UNRESPONSIVE]
+                stop_reasons.odd_reply("aborted"), stop_reasons.NOT_RUNNING, stop_reasons.UNRESPONSIVE,
+                stop_reasons.unanswered(stop_reasons.no_agent("error")), stop_reasons.unanswered(stop_reasons.NO_AGENT),
+                stop_reasons.code_interrupted(10.0), stop_reasons.slow_test(2.5)]
     reasons += [relay.refusal_reason(kind, number) for kind, number in
                 (("size", 70 * 2 ** 20), ("frames", 5_007), ("values", 123_456))]
     return reasons
@@ -56,6 +58,10 @@ def test_the_english_reasons_are_unchanged():
                                                             "(100,000)")
     assert stop_reasons.too_much_output(64, 20_000) == ("the kernel was stopped: it sent more than 64 MiB or 20,000 "
                                                         "messages of output")
+    assert stop_reasons.unanswered(stop_reasons.no_agent("error")) == (
+        "your code did not answer: the grading agent in your kernel did not answer (it sent 'error')")
+    assert stop_reasons.code_interrupted(10.0) == "your code ran longer than 10 s and was interrupted"
+    assert stop_reasons.past_deadline(900.0) == "not run: the notebook used up its time limit of 900 s"
 
 
 def test_the_runner_says_why_its_kernel_ended(tmp_path):

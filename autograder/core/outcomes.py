@@ -4,10 +4,30 @@ decided on these fields by :mod:`autograder.engine.disclosure`, never by reading
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 
 HINT_LINE = "\nHint: "
+#: The exception class names feedback may show once hidden tests have run: Python's built-in exceptions,
+#: and the course guard's ``ShortcutError``. A name the kernel sends is the learner's code's to choose
+#: (a class of its own can be named after the hidden test's data), so only these are kept.
+STANDARD_EXCEPTIONS = frozenset(
+    [name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)]
+    + ["ShortcutError"])
+#: :attr:`CellOutcome.exception` of an error whose class is not one of :data:`STANDARD_EXCEPTIONS`.
+UNLISTED_EXCEPTION = "an exception"
+
+
+def listed_exception(name: object) -> str:
+    """``name`` if it is one of :data:`STANDARD_EXCEPTIONS`, else :data:`UNLISTED_EXCEPTION` (``name`` is
+    untrusted: anything the kernel sent, a string or not).
+
+    Example:
+        >>> listed_exception("ValueError"), listed_exception("Leak_0_8125"), listed_exception(["ValueError"])
+        ('ValueError', 'an exception', 'an exception')
+    """
+    return name if type(name) is str and name in STANDARD_EXCEPTIONS else UNLISTED_EXCEPTION
 
 
 class Failure(str, Enum):
@@ -105,6 +125,9 @@ class CellOutcome:
             built-in the learner's code reached (set by the referee from the test's own guards, never
             from the kernel's text); the grader flags them for the instructor.
         verdict: for a failed test, the referee's :class:`Verdict`, else None.
+        exception: for an ``"error"`` the kernel reported from a cell it ran, the exception's class
+            name if it is one of :data:`STANDARD_EXCEPTIONS`, else :data:`UNLISTED_EXCEPTION`
+            (:func:`listed_exception` of the ``ename`` of its ``execute_reply``); "" for any other outcome.
     """
 
     status: str
@@ -113,6 +136,7 @@ class CellOutcome:
     seconds: float = 0.0
     refused: tuple[str, ...] = ()
     verdict: Verdict | None = None
+    exception: str = ""
 
     @property
     def ok(self) -> bool:

@@ -246,7 +246,7 @@ def grade(submissions: Path | str, assignment: str, out_dir: Path | str, *, jobs
         if pending:
             try:
                 results += asyncio.run(_grade_pending(pending, out_dir, tmp, limits, jobs, catalogue_ids,
-                                                      progress))
+                                                      progress, root))
             except KeyboardInterrupt:
                 saved = load_results(out_dir)
                 write_grades_csv(out_dir / "grades.csv", saved)
@@ -390,7 +390,7 @@ async def _preflight(plans, workdir: Path, limits: Limits) -> None:
 
 
 async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs: int,
-                         catalogue_ids: dict[str, set[str]], progress: bool) -> list[GradeResult]:
+                         catalogue_ids: dict[str, set[str]], progress: bool, root: Path) -> list[GradeResult]:
     from autograder.engine.referee import RefereeProcess
 
     slots: asyncio.Queue[int] = asyncio.Queue()
@@ -409,7 +409,7 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
         try:
             result = await grade_submission(submission, plan, out_dir=out_dir, workdir=workdir,
                                             limits=limits, slot=slot, catalogue_ids=catalogue_ids,
-                                            referee=referees[slot])
+                                            referee=referees[slot], root=root)
         finally:
             slots.put_nowait(slot)
             shutil.rmtree(workdir, ignore_errors=True)

@@ -6,8 +6,9 @@ class, a value it returns that a visible check then quotes. So a failure after t
 from words that are not the learner's code's to choose. Every decision rests on the fields of the
 referee's :class:`autograder.core.outcomes.Verdict`, never on its text:
 
-- an exception's type only from a fixed list (:data:`STANDARD_EXCEPTIONS`); any other class name
-  becomes :data:`OWN_CLASS`;
+- an exception's type only from a fixed list (:data:`autograder.core.outcomes.STANDARD_EXCEPTIONS`); any
+  other class name becomes :data:`OWN_CLASS` (a learner's own cell's type is the runner's
+  :attr:`autograder.core.outcomes.CellOutcome.exception`, already from that list);
 - a visible test's failure as its exception type and the test author's own words (``words``: the
   template of the ``assert`` or ``raise`` message its message is, or the ``name=`` of the failing
   check), never the message itself; a hint only when the visible test's source holds it whole
@@ -23,34 +24,30 @@ tells whether a test cell's visible part can fail after its own hidden part ran.
 
 from __future__ import annotations
 
-import builtins
 from dataclasses import replace
 
-from autograder.core.outcomes import HINT_LINE, Failure, Verdict
+from autograder.core.outcomes import HINT_LINE, STANDARD_EXCEPTIONS, CellOutcome, Failure, Verdict
 from autograder.engine.referee import hidden_line_numbers
 
-__all__ = ["NOT_SHOWN", "OWN_CLASS", "STANDARD_EXCEPTIONS", "after_hidden_cell", "exception_name",
-           "runs_after_hidden_code", "shown_test_reason"]
+__all__ = ["NOT_SHOWN", "OWN_CLASS", "after_hidden_cell", "exception_name", "runs_after_hidden_code",
+           "shown_test_reason"]
 
-#: The exception names feedback may show once hidden tests have run: Python's built-in exceptions, and
-#: the course guard's ``ShortcutError``.
-STANDARD_EXCEPTIONS = frozenset(
-    [name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)]
-    + ["ShortcutError"])
 OWN_CLASS = "an exception of a class of your own or a library's (its name is not shown)"
 NOT_SHOWN = ("its message is not shown: a hidden test had already called your code, and what your code says "
              "after that could carry the hidden test's data; run the visible test in your notebook to see it")
 
 
 def exception_name(kind: str) -> str:
-    """``kind`` if it is a standard exception name (:data:`STANDARD_EXCEPTIONS`), else :data:`OWN_CLASS`."""
+    """``kind`` if it is a standard exception name (:data:`autograder.core.outcomes.STANDARD_EXCEPTIONS`),
+    else :data:`OWN_CLASS`."""
     return kind if kind in STANDARD_EXCEPTIONS else OWN_CLASS
 
 
-def after_hidden_cell(reason: str) -> str:
+def after_hidden_cell(outcome: CellOutcome) -> str:
     """What feedback says of a learner's own cell that raised after hidden tests ran: the exception's
-    type from the fixed list, no message. ``reason`` is the kernel's ``"Type: message"``."""
-    kind = reason.split(":", 1)[0].strip()
+    type from the fixed list (``outcome.exception``, which the runner kept from the kernel's reply only
+    when it is on that list), no message; nothing of ``outcome.reason``, which the learner's code wrote."""
+    kind = outcome.exception
     return (f"{exception_name(kind)} (its message is not shown: this cell ran after hidden tests, whose data "
             "it could hold)")
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from autograder.core.files import NotebookError, clean_text, read_notebook
+from autograder.core.files import REPO_ROOT, NotebookError, clean_text, read_notebook
 from autograder.core.limits import Limits
 from autograder.core.outcomes import HINT_LINE, Failure
 from autograder.core.results import GRADED, GradeResult, Status, feedback_folder, one_line, path_name, write_atomically
+from autograder.engine import stop_reasons
 from autograder.engine.answers import save_answers
 from autograder.engine.disclosure import after_hidden_cell, runs_after_hidden_code, shown_test_reason
 from autograder.engine.mounts import kernel_library
@@ -75,7 +76,7 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
             continue
         remaining = deadline - time.monotonic()
         if stopped is None and remaining <= 0:
-            stopped = f"not run: the notebook used up its time limit of {limits.notebook_timeout:g} s"
+            stopped = stop_reasons.past_deadline(limits.notebook_timeout)
         if stopped is not None:
             outcomes.append(CellOutcome("not run", stopped))
             continue
@@ -95,7 +96,7 @@ async def run_notebook(kernel, referee, cells, imports: list[str], limits: Limit
                 if not outcome.ok:
                     await kernel.run(CLEANUP_CODE, GUARD_TIMEOUT_S, silent=True)
                 if hidden_ran and outcome.status == "error":   # its message could carry hidden test data
-                    outcome = replace(outcome, reason=after_hidden_cell(outcome.reason))
+                    outcome = replace(outcome, reason=after_hidden_cell(outcome))
             await kernel.sweep()
         except KernelStopped as error:
             outcome = CellOutcome("stopped", str(error))
@@ -119,10 +120,23 @@ def _name_the_root_cause(outcome, first_failure: str | None):
                                    f"so this test fails with {outcome.reason}")
 
 
+class _NotGraded(Exception):
+    """A step found that the submission cannot be graded: ``status`` says why, ``kind`` is what became of it."""
+
+    def __init__(self, status: str, kind: Status) -> None:
+        super().__init__(status)
+        self.status, self.kind = status, kind
+
+
 async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_dir: Path, workdir: Path,
                            limits: Limits, slot: int, catalogue_ids: dict[str, set[str]],
-                           referee) -> GradeResult:
+                           referee, root: Path = REPO_ROOT) -> GradeResult:
     """Grade one submission and write its feedback; never raises (failures become the status).
+
+    The steps: the submitted notebooks read (:func:`_read_submitted`) and rebuilt on the plan
+    (:func:`_rebuilt`); each notebook of the assignment judged, run (:meth:`_Sandbox.run`), scored
+    (:func:`_score`) and given its page's record (:func:`_page_record`); then its logs, answers and
+    pages written (:func:`_publish`). A step that finds it cannot be graded says why (:class:`_NotGraded`).
 
     Args:
         submission: what to grade (its ``problem`` must be None).
@@ -133,91 +147,34 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         slot: the job slot, which picks the kernel's user id.
         catalogue_ids: every assignment's grade ids, to name the assignment of a wrong notebook.
         referee: the :class:`autograder.engine.referee.RefereeProcess` of this job slot.
+        root: the course repository ``grade`` was given (its ``zh/exercises`` give a Chinese page the
+            course's cells in Chinese).
     """
-    from autograder.engine.feedback import course_text, page_record, submitted_outputs
-    from autograder.engine.referee import RefereeError
-    from autograder.engine.runner import KernelDidNotStart, KernelStopped, SandboxedKernel
-
     start = time.perf_counter()
     result = GradeResult(clean_text(submission.student), submission.assignment, status="",
                          lms_id=submission.lms_id, late=submission.late, submitted_at=submission.submitted_at,
                          fingerprint=fingerprint(submission, plan), origin=clean_text(submission.origin),
                          files=submission.files, other_attempts=submission.other_attempts)
     try:
-        learner = {}
-        for name, file in sorted(submission.notebooks.items()):
-            try:
-                learner[name] = read_notebook(file)
-            except NotebookError as error:
-                result.status = f"unreadable notebook {file.name}: {one_line(str(error).split(': ', 1)[-1])}"
-                result.kind = Status.UNREADABLE
-                return result
-        assemblies = {name: assemble(nb_plan, learner[name]) for name, nb_plan in plan.notebooks.items()
-                      if name in learner}
-        wrong = _wrong_notebook(plan, learner.values(), catalogue_ids,
-                                matched=sum(a.matched for a in assemblies.values()))
-        if wrong:
-            result.status, result.kind = wrong, Status.WRONG_NOTEBOOK
-            return result
-        records, runs = {}, {}
+        learner = _read_submitted(submission)
+        assemblies = _rebuilt(plan, learner, catalogue_ids)
+        sandbox = _Sandbox(Path(workdir), limits, slot, referee, kernel_library(plan))
         languages = {name: notebook_language(nb) for name, nb in learner.items()}
+        records, runs = {}, {}
         for name, nb_plan in plan.notebooks.items():
-            assembly = assemblies.get(name) or assemble(nb_plan, _empty_notebook())
-            if name not in learner:
-                assembly.notes.insert(0, _not_submitted(name))
+            assembly = assemblies.get(name) or _unsubmitted(nb_plan, name)
             broken_rules = enforce(nb_plan, assembly)          # before anything of the learner's runs
-            kernel = SandboxedKernel(Path(workdir) / name, limits, slot, library=kernel_library(plan))
-            try:
-                await referee.prepare()
-                await kernel.start()
-                outcomes = await run_notebook(kernel, referee, assembly.cells, nb_plan.imports, limits)
-                outcomes = in_learners_language(assembly.cells, outcomes, learner.get(name))
-            except KernelDidNotStart as error:
-                result.status, result.kind = str(error), Status.GRADER_FAILED
-                return result
-            except KernelStopped as error:
-                result.status = str(error)
-                return result
-            except RefereeError as error:
-                result.status, result.kind = f"internal error: {error}", Status.GRADER_FAILED
-                return result
-            finally:
-                await kernel.stop()
-            scores: dict[str, float | None] = {}
-            for cell, outcome in zip(assembly.cells, outcomes):
-                if cell.kind not in (TEST, MANUAL, TASK):
-                    continue
-                key = f"{name}:{cell.key}"
-                result.cell_max_scores[key] = cell.points
-                if cell.kind == TEST:
-                    passed = outcome is not None and outcome.ok
-                    scores[cell.key] = result.cells[key] = cell.points if passed else 0.0
-                    if not passed:
-                        result.reasons[key] = one_line(outcome.reason if outcome else "not run")
-                    if outcome is not None and outcome.refused:
-                        result.flags.append(f"{name}: {cell.key}: {refusal_flag(outcome.refused)}")
-                else:
-                    scores[cell.key] = result.cells[key] = None
-                    result.needs_manual_grade = True
+            outcomes = await sandbox.run(name, nb_plan, assembly, learner.get(name))
+            scores = _score(result, name, assembly.cells, outcomes)
             result.notes += assembly.notes
             runs[name] = (assembly.cells, outcomes)
             result.flags += [f"{name}: {rule}" for rule in broken_rules if f"{name}: {rule}" not in result.flags]
             language = languages.get(name, next(iter(languages.values()), ENGLISH))
-            records[name] = page_record(student=clean_text(submission.learner), assignment=plan.name, notebook=name,
-                                        cells=assembly.cells, outcomes=outcomes, scores=scores,
-                                        notes=assembly.notes, hidden=nb_plan.hidden_lines,
-                                        submitted=submitted_outputs(learner.get(name), assembly.cells),
-                                        course_sources={c.key: c.source for c in nb_plan.cells},
-                                        attempt=submission.described(), other_attempts=submission.other_attempts,
-                                        language=language, course_text=course_text(plan.name, name, language))
-        for name, (cells, outcomes) in runs.items():
-            write_run_log(out_dir, submission, name, cells, outcomes)
-        result.score = sum(v for v in result.cells.values() if v is not None)
-        result.max_score = sum(result.cell_max_scores.values())
-        # the answers as graded, for hand grading by question and the similarity report
-        save_answers(out_dir, submission.learner, plan.name, assemblies, result.fingerprint)
-        result.status, result.kind = GRADED, Status.GRADED
-        result.feedback = write_pages(out_dir, submission, result, {f"{name}.html": r for name, r in records.items()})
+            records[name] = _page_record(submission, plan.name, name, nb_plan, assembly, outcomes, scores,
+                                         learner.get(name), language=language, root=root)
+        _publish(out_dir, submission, plan.name, result, assemblies, runs, records)
+    except _NotGraded as stop:
+        result.status, result.kind = stop.status, stop.kind
     except Exception as error:  # the batch must survive anything one submission does
         result.status = f"internal error: {type(error).__name__}: {one_line(str(error))}"
         result.kind = Status.GRADER_FAILED
@@ -226,6 +183,143 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
         if not result.graded:
             write_status_page(out_dir, submission, result)
     return result
+
+
+def _read_submitted(submission: Submission) -> dict:
+    """The submitted notebooks, by the name of the assignment's notebook each is.
+
+    Raises:
+        _NotGraded: a notebook cannot be read (``Status.UNREADABLE``).
+    """
+    learner = {}
+    for name, file in sorted(submission.notebooks.items()):
+        try:
+            learner[name] = read_notebook(file)
+        except NotebookError as error:
+            raise _NotGraded(f"unreadable notebook {file.name}: {one_line(str(error).split(': ', 1)[-1])}",
+                             Status.UNREADABLE) from None
+    return learner
+
+
+def _rebuilt(plan: AssignmentPlan, learner: dict, catalogue_ids: dict[str, set[str]]) -> dict:
+    """The submitted notebooks rebuilt on the plan (:func:`autograder.engine.plan.assemble`), by name.
+
+    Raises:
+        _NotGraded: they are another assignment's, or none of this one's cells are in them
+            (``Status.WRONG_NOTEBOOK``, :func:`_wrong_notebook`).
+    """
+    assemblies = {name: assemble(nb_plan, learner[name]) for name, nb_plan in plan.notebooks.items()
+                  if name in learner}
+    wrong = _wrong_notebook(plan, learner.values(), catalogue_ids, matched=sum(a.matched for a in assemblies.values()))
+    if wrong:
+        raise _NotGraded(wrong, Status.WRONG_NOTEBOOK)
+    return assemblies
+
+
+def _unsubmitted(nb_plan, notebook: str):
+    """A notebook of the assignment the learner did not submit: the blank release rebuilt on the plan,
+    with a note that says so first."""
+    assembly = assemble(nb_plan, _empty_notebook())
+    assembly.notes.insert(0, _not_submitted(notebook))
+    return assembly
+
+
+@dataclass(frozen=True)
+class _Sandbox:
+    """Where one submission's notebooks run.
+
+    Attributes:
+        workdir: the grader's folder for the submission's kernels (one subfolder per notebook).
+        limits: the resource limits.
+        slot: the job slot, which picks the kernel's user id.
+        referee: the job slot's :class:`autograder.engine.referee.RefereeProcess`.
+        library: the reference modules its kernels hold (:func:`autograder.engine.mounts.kernel_library`).
+    """
+
+    workdir: Path
+    limits: Limits
+    slot: int
+    referee: object
+    library: tuple[str, ...]
+
+    async def run(self, name: str, nb_plan, assembly, notebook) -> list:
+        """Run one rebuilt notebook (``assembly``) in a fresh kernel with the referee (:func:`run_notebook`);
+        return one outcome per cell, the tests' verdicts in the language of the learner's ``notebook``
+        (:func:`in_learners_language`; None: not submitted). The kernel is stopped in every case.
+
+        Raises:
+            _NotGraded: the kernel did not start or the referee failed (``Status.GRADER_FAILED``: graded
+                again on the next run), or the kernel was stopped (``Status.NOT_GRADED``).
+        """
+        from autograder.engine.referee import RefereeError
+        from autograder.engine.runner import KernelDidNotStart, KernelStopped, SandboxedKernel
+
+        kernel = SandboxedKernel(self.workdir / name, self.limits, self.slot, library=self.library)
+        try:
+            await self.referee.prepare()
+            await kernel.start()
+            outcomes = await run_notebook(kernel, self.referee, assembly.cells, nb_plan.imports, self.limits)
+            return in_learners_language(assembly.cells, outcomes, notebook)
+        except KernelDidNotStart as error:
+            raise _NotGraded(str(error), Status.GRADER_FAILED) from None
+        except KernelStopped as error:
+            raise _NotGraded(str(error), Status.NOT_GRADED) from None
+        except RefereeError as error:
+            raise _NotGraded(f"internal error: {error}", Status.GRADER_FAILED) from None
+        finally:
+            await kernel.stop()
+
+
+def _score(result: GradeResult, notebook: str, cells, outcomes: list) -> dict[str, float | None]:
+    """Points for one notebook's graded cells, by grade id (None: left to a human grader); each cell's
+    points, maximum and why a test earned nothing go into ``result`` (keys ``"<notebook>:<grade id>"``),
+    with a flag for a test during which the kernel's guard refused a switched-off built-in."""
+    scores: dict[str, float | None] = {}
+    for cell, outcome in zip(cells, outcomes):
+        if cell.kind not in (TEST, MANUAL, TASK):
+            continue
+        key = f"{notebook}:{cell.key}"
+        result.cell_max_scores[key] = cell.points
+        if cell.kind == TEST:
+            passed = outcome is not None and outcome.ok
+            scores[cell.key] = result.cells[key] = cell.points if passed else 0.0
+            if not passed:
+                result.reasons[key] = one_line(outcome.reason if outcome else "not run")
+            if outcome is not None and outcome.refused:
+                result.flags.append(f"{notebook}: {cell.key}: {refusal_flag(outcome.refused)}")
+        else:
+            scores[cell.key] = result.cells[key] = None
+            result.needs_manual_grade = True
+    return scores
+
+
+def _page_record(submission: Submission, assignment: str, name: str, nb_plan, assembly, outcomes: list,
+                 scores: dict[str, float | None], notebook, *, language: str, root: Path) -> dict:
+    """The record of the feedback page of the assignment's notebook ``name``
+    (:func:`autograder.engine.feedback.page_record`): what the learner submitted (``notebook``; None: not
+    submitted) next to how it ran, in ``language``, the course's cells in that language from ``root``."""
+    from autograder.engine.feedback import course_text, page_record, submitted_outputs
+
+    return page_record(student=clean_text(submission.learner), assignment=assignment, notebook=name,
+                       cells=assembly.cells, outcomes=outcomes, scores=scores, notes=assembly.notes,
+                       hidden=nb_plan.hidden_lines, submitted=submitted_outputs(notebook, assembly.cells),
+                       course_sources={c.key: c.source for c in nb_plan.cells}, attempt=submission.described(),
+                       other_attempts=submission.other_attempts, language=language,
+                       course_text=course_text(assignment, name, language, root))
+
+
+def _publish(out_dir: Path, submission: Submission, assignment: str, result: GradeResult, assemblies: dict,
+             runs: dict[str, tuple], records: dict[str, dict]) -> None:
+    """Finish a graded submission: each notebook's run log (:func:`write_run_log`), the totals, the
+    answers as graded (for hand grading by question and the similarity report) and the feedback pages
+    (:func:`write_pages`)."""
+    for name, (cells, outcomes) in runs.items():
+        write_run_log(out_dir, submission, name, cells, outcomes)
+    result.score = sum(v for v in result.cells.values() if v is not None)
+    result.max_score = sum(result.cell_max_scores.values())
+    save_answers(out_dir, submission.learner, assignment, assemblies, result.fingerprint)
+    result.status, result.kind = GRADED, Status.GRADED
+    result.feedback = write_pages(out_dir, submission, result, {f"{name}.html": r for name, r in records.items()})
 
 
 FLAGGED_NAMES = 3

@@ -52,6 +52,7 @@ from enum import Enum
 from pathlib import Path
 
 from autograder.core.outcomes import HINT_LINE, Failure, Verdict
+from autograder.engine import stop_reasons
 from course_runtime import remote, wire
 from course_runtime.errors import ShortcutError
 
@@ -408,10 +409,9 @@ def _no_answer(error, timeout: float) -> dict:
     (:class:`autograder.engine.runner.AgentError`): past the time limit, or an answer that is not the
     agent's (what the kernel sent instead follows the grader's words in the error's text)."""
     if error.timed_out:
-        reason = f"your code ran longer than {timeout:g} s and was interrupted"
+        reason = stop_reasons.code_interrupted(timeout)
         return {"reason": reason, "words": reason}
-    return {"reason": f"your code did not answer: {error}",
-            "words": "your code did not answer: the grading agent in your kernel did not answer"}
+    return {"reason": stop_reasons.unanswered(str(error)), "words": stop_reasons.unanswered(stop_reasons.NO_AGENT)}
 
 
 class RefereeProcess:
@@ -504,7 +504,7 @@ class RefereeProcess:
                 message = await self._receive(max(remaining, VERDICT_GRACE_S))
             except asyncio.TimeoutError:
                 await self.close()
-                return CellOutcome("timeout", f"the test ran longer than {timeout:g} s and was stopped")
+                return CellOutcome("timeout", stop_reasons.slow_test(timeout))
             if message.get("type") == Message.VERDICT:
                 if stopped is not None:
                     raise stopped

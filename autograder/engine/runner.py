@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from queue import Empty
 
@@ -47,7 +47,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from autograder.core.files import clean_text
 from autograder.core.limits import Limits
-from autograder.core.outcomes import CellOutcome
+from autograder.core.outcomes import UNLISTED_EXCEPTION, CellOutcome, listed_exception
 from autograder.engine import forkserver, relay, sandbox, stop_reasons
 from autograder.engine.relay import KEPT_FRAMES, MAX_MESSAGE_BYTES, QUEUED_MESSAGES, SMALL_MESSAGE_BYTES
 from autograder.engine.sandbox import KERNEL_ARGUMENTS, KERNEL_BOOTSTRAP, SEALED, KernelSpec
@@ -522,10 +522,8 @@ class SandboxedKernel:
         collector = self._collectors[msg_id] = _Collector(self.limits.output_chars)
         try:
             reply = await self._reply_in_time(msg_id, timeout, stop_reasons.THE_CELL)
-            if reply is None:
-                status, reason = "timeout", stop_reasons.interrupted(timeout)
-            else:
-                status, reason = _status_of(reply)
+            ended = (CellOutcome("timeout", stop_reasons.interrupted(timeout)) if reply is None
+                     else outcome_of(reply))
             try:
                 await asyncio.wait_for(collector.done.wait(), IOPUB_GRACE_S)
             except asyncio.TimeoutError:
@@ -534,7 +532,7 @@ class SandboxedKernel:
         finally:
             self._collectors.pop(msg_id, None)
         await self._check_budget()
-        return CellOutcome(status, reason, collector.outputs, time.monotonic() - start)
+        return replace(ended, outputs=collector.outputs, seconds=time.monotonic() - start)
 
     def _within_deadline(self, timeout: float) -> float:
         """``timeout``, cut to the time left before the notebook's deadline (set once the kernel has
@@ -605,13 +603,22 @@ async def _kill_quickly(process) -> None:
         await asyncio.sleep(0.002)
 
 
-def _status_of(reply: dict) -> tuple[str, str]:
+def outcome_of(reply: dict) -> CellOutcome:
+    """How a cell ended, from the kernel's ``execute_reply`` (its outputs and time aside): ``"ok"``, or
+    ``"error"`` with the ``"Type: message"`` line as its reason and the type, kept only if it is a standard
+    exception's name (:func:`autograder.core.outcomes.listed_exception`: the kernel's ``ename`` is the
+    learner's code's to choose), as its ``exception``.
+
+    Example:
+        >>> outcome_of({"content": {"status": "error", "ename": "Leak_77", "evalue": "x"}}).exception
+        'an exception'
+    """
     content = reply.get("content", {})
     status = content.get("status")
     if status == "ok":
-        return "ok", ""
+        return CellOutcome("ok")
     if status == "error":
-        error = f"{str(content.get('ename', 'Error'))[:200]}: {str(content.get('evalue', ''))[:MAX_REASON_CHARS]}"
-        return "error", clean_text(error)
-    return "error", stop_reasons.odd_reply(status)
-
+        ename = content.get("ename", "Error")
+        error = f"{str(ename)[:200]}: {str(content.get('evalue', ''))[:MAX_REASON_CHARS]}"
+        return CellOutcome("error", clean_text(error), exception=listed_exception(ename))
+    return CellOutcome("error", stop_reasons.odd_reply(status), exception=UNLISTED_EXCEPTION)

@@ -1,8 +1,9 @@
 """What a learner reads when the grading kernel stops or a request to it is cut short, in one place.
 
 :mod:`autograder.engine.runner` and :mod:`autograder.engine.relay` say why a kernel was stopped with
-these words, kept in this one module so that ``python -m autograder i18n update`` can collect its
-sentences whole (``LEARNER_TEXT`` in :mod:`autograder.course.i18n.runtime_text`). They reach the
+these words, :mod:`autograder.engine.referee` why a test's request to the learner's code got no answer
+and :mod:`autograder.engine.grade_one` why a cell did not run. They are kept in this one module so that
+``python -m autograder i18n update`` can collect its sentences whole (``LEARNER_TEXT`` in :mod:`autograder.course.i18n.runtime_text`). They reach the
 learner's feedback page, which shows them in the notebook's language (:mod:`autograder.engine.pages`
 looks each up in ``course_runtime``'s ``messages`` catalogue). Each is an English f-string whose
 placeholders are plain names, so that its catalogue entry is a template (flagged ``course-pattern``:
@@ -22,6 +23,8 @@ SIGNALS = {signal.SIGKILL: "it was killed (SIGKILL)", signal.SIGXCPU: "it used u
 THE_CELL, YOUR_CODE = "the cell", "your code"
 NOT_RUNNING = "the kernel is not running"
 UNRESPONSIVE = "the kernel stopped responding"
+# The grader's own words for a request its agent did not answer, without what the kernel sent instead.
+NO_AGENT = "the grading agent in your kernel did not answer"
 
 
 def exited(code: int) -> str:
@@ -98,8 +101,29 @@ def past_deadline(notebook_timeout: float) -> str:
 
 
 def no_agent(sent: str) -> str:
-    """The grading agent in the kernel did not answer a request; ``sent`` is what came instead."""
-    return f"the grading agent in your kernel did not answer (it sent {sent!r})"
+    """The grading agent in the kernel did not answer a request; ``sent`` is what came instead.
+
+    Example:
+        >>> no_agent("error")
+        "the grading agent in your kernel did not answer (it sent 'error')"
+    """
+    return f"{NO_AGENT} (it sent {sent!r})"
+
+
+def unanswered(why: str) -> str:
+    """A test's request to the learner's code got no answer, for ``why`` (:func:`no_agent`, with or
+    without what the kernel sent), as the referee reports it."""
+    return f"your code did not answer: {why}"
+
+
+def code_interrupted(timeout: float) -> str:
+    """The learner's code, called by a test, ran past the test's ``timeout`` seconds and was interrupted."""
+    return f"your code ran longer than {timeout:g} s and was interrupted"
+
+
+def slow_test(timeout: float) -> str:
+    """A test cell ran past its ``timeout`` seconds and its referee was stopped."""
+    return f"the test ran longer than {timeout:g} s and was stopped"
 
 
 def odd_reply(status: object) -> str:
