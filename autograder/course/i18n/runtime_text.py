@@ -319,7 +319,9 @@ LEARNER_TEXT = {
     "autograder/engine/plan.py": ("assemble", "_LearnerCells", "_planned_cell"),
     "course_runtime/errors.py": None,
     "autograder/engine/pages.py": ("_TEXT",),
-    "autograder/engine/grade_one.py": ("_wrong_notebook", "_not_submitted"),
+    "autograder/engine/grade_one.py": ("_wrong_notebook", "_not_submitted", "run_notebook"),
+    "autograder/engine/stop_reasons.py": None,
+    "autograder/engine/preflight.py": ("checkout_problem", "preflight_fix"),
 }
 
 
