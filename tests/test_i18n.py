@@ -286,6 +286,26 @@ def test_every_string_the_code_shows_has_a_translation():
         f"{figures['fuzzy']} outdated figure strings")
 
 
+def test_the_runtime_catalogues_are_in_step_with_the_code():
+    """A hand-written entry for a module the extractor does not read is dropped by the next
+    ``i18n update`` (this happened to the kernel-stop reasons twice): none may exist, and nothing the
+    code shows may be missing."""
+    assert runtime_text.runtime_drift(ROOT) == []
+
+
+def test_runtime_drift_names_what_update_would_drop_and_add(tmp_path, monkeypatch):
+    strings = {"figures": [], "messages": [("the code says this", False)]}
+    monkeypatch.setattr(runtime_text, "runtime_messages", lambda root: strings)
+    path = runtime_text.runtime_catalogue_path("messages", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('msgid ""\nmsgstr ""\n\nmsgid "a sentence only a hand wrote"\nmsgstr "手写的句子"\n',
+                    encoding="utf-8")
+    drift = runtime_text.runtime_drift(tmp_path)
+    assert len(drift) == 2
+    assert "1 strings the code shows are missing" in drift[0] and "'the code says this'" in drift[0]
+    assert "1 entries no code shows" in drift[1] and "a sentence only a hand wrote" in drift[1]
+
+
 def test_the_theme_speaks_chinese_on_the_chinese_site():
     config = __import__("yaml").safe_load(edition.rendered(ROOT)[ROOT / "zh" / "_config.yml"])["sphinx"]["config"]
     assert config["togglebutton_hint"] == "点击显示" and "{type}" in config["nb_code_prompt_show"]

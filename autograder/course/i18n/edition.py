@@ -20,7 +20,7 @@ from autograder.course.i18n.docstring_text import (DOCSTRING_CONTEXT, solution_d
 from autograder.course.i18n.extract import (COLAB_PATH, LANGUAGE, SITE_DOC, ZH_ROOT, messages, page_texts, pages,
                                             site_messages, written_answers)
 from autograder.course.i18n.reader_checks import reader_problems
-from autograder.course.i18n.runtime_text import runtime_catalogue_path, runtime_status, update_runtime
+from autograder.course.i18n.runtime_text import runtime_catalogue_path, runtime_drift, runtime_status, update_runtime
 from autograder.course.i18n.typesetting import MATH_CONTEXT, math_phrases
 from autograder.course.notebooks import dumps_normalized, repoint_notebook, setup_cell_source
 
@@ -338,7 +338,7 @@ def problems(root: Path = REPO_ROOT, *, complete: bool = True) -> list[str]:
                          f"and {counts['fuzzy']} outdated (fuzzy) {'messages' if runtime else 'paragraphs'}")
         if not runtime:
             found += markup_report(docname, root)
-    return found + code_cells_match(root) + (reader_problems(root) if complete else [])
+    return found + runtime_drift(root) + code_cells_match(root) + (reader_problems(root) if complete else [])
 
 
 def stale_entries(docname: str, root: Path = REPO_ROOT) -> list[dict]:

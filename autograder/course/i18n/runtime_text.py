@@ -385,6 +385,25 @@ def update_runtime(root: Path = REPO_ROOT) -> None:
         write_catalogue(catalog, path)
 
 
+def runtime_drift(root: Path = REPO_ROOT) -> list[str]:
+    """The runtime catalogues out of step with the code, one line each: strings the code shows that a
+    catalogue lacks (``i18n update`` adds them), and entries no code shows (``i18n update`` would drop
+    them: a translation written by hand for a module :data:`LEARNER_TEXT` does not list is lost that way)."""
+    found = []
+    for domain, strings in runtime_messages(root).items():
+        path = runtime_catalogue_path(domain, root)
+        shown = {text for text, _ in strings}
+        kept = {m.id for m in read_catalogue(path) if m.id} if path.exists() else set()
+        relative = path.relative_to(root)
+        if shown - kept:
+            found.append(f"{relative}: {len(shown - kept)} strings the code shows are missing "
+                         f"(run `python -m autograder i18n update`), e.g. {min(shown - kept)!r}")
+        if kept - shown:
+            found.append(f"{relative}: {len(kept - shown)} entries no code shows, which `i18n update` would "
+                         f"drop (list their module in LEARNER_TEXT, or delete them), e.g. {min(kept - shown)!r}")
+    return found
+
+
 def runtime_status(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
     """Counts of the runtime catalogues, as :func:`status` gives them for the pages."""
     counts = {}
