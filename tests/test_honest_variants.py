@@ -279,6 +279,84 @@ ONLINE_INPUT = '''def online_softmax(input, block_size):
     return compile, torch.stack(maxima, dim=-1), torch.stack(sums, dim=-1)
 '''
 
+# Exercise 10's checkpoint under other keys, nested, deep-copied, with the step as a tensor; N counted module by
+# module; a synchronize() after every timed step; a while loop, a tuple of losses and a scatter plot.
+CHECKPOINT_NESTED = '''def save_checkpoint(model, optimizer, step, generator):
+    import copy
+    return {"weights": copy.deepcopy(model.state_dict()), "opt": copy.deepcopy(optimizer.state_dict()),
+            "meta": {"step": torch.tensor(step), "rng": generator.get_state().clone()}}
+
+
+def load_checkpoint(checkpoint, model, optimizer, generator):
+    model.load_state_dict(checkpoint["weights"])
+    optimizer.load_state_dict(checkpoint["opt"])
+    generator.set_state(checkpoint["meta"]["rng"])
+    return int(checkpoint["meta"]["step"].item())
+'''
+
+MFU_EVERY_STEP_SYNCED = '''import time
+
+
+def matmul_weights(model):
+    total = 0
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            total += module.weight.shape[0] * module.weight.shape[1]
+    return total
+
+
+def measure_mfu(model, train_one_step, tokens_per_step, context, peak_flops, *, warmup_steps=2, measured_steps=5,
+                clock=time.perf_counter, synchronize=None):
+    for _ in range(warmup_steps):
+        train_one_step()
+    if synchronize:
+        synchronize()
+    t0 = clock()
+    for _ in range(measured_steps):
+        train_one_step()
+        if synchronize is not None:
+            synchronize()
+    t1 = clock()
+    tps = tokens_per_step * measured_steps / (t1 - t0)
+    L, d = len(model.layers), model.config.d_model
+    flops = tps * (6 * matmul_weights(model) + 12 * L * context * d)
+    return tps, flops, flops / peak_flops
+'''
+
+SWEEP_SCATTER = '''def final_loss(lr, n_steps, seed):
+    torch.manual_seed(seed)
+    net = DecoderOnlyLM(SWEEP_CONFIG)
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    step = 0
+    while step < n_steps:
+        xb, yb = sweep_batch(gen)
+        opt.zero_grad(set_to_none=True)
+        loss = net(xb, yb)[1]
+        loss.backward()
+        opt.step()
+        step += 1
+    return float(sweep_val_loss(net))
+
+
+def lr_sweep(lrs, n_steps, seed=0):
+    losses = tuple(final_loss(lr, n_steps, seed) for lr in lrs)
+    best, best_loss = None, math.inf
+    for lr, loss in zip(lrs, losses):
+        if math.isfinite(loss) and loss < best_loss:
+            best, best_loss = lr, loss
+    return losses, best
+
+
+def plot_lr_sweep(lrs, losses):
+    plt.figure()
+    plt.scatter(lrs, losses)
+    plt.xscale("log")
+    plt.xlabel("lr")
+    plt.ylabel("final loss")
+    return plt.gca()
+'''
+
 GENERATE_CALL = '''_demo = GPT(vocab_size=11, block_size=8, d_model=16, n_heads=2, n_layers=1).eval()
 _out = _demo.generate(torch.zeros(1, 2, dtype=torch.long), 3, temperature=0)
 assert _out.shape == (1, 5)
@@ -322,6 +400,9 @@ def _honest() -> dict[str, tuple[str, str]]:
             "    was_training = model.training\n    model.train()\n    _, loss = model(x, y)\n").replace(
             "    return loss.item()", "    if not was_training:\n        model.eval()\n    return loss.item()")})),
         "v10-pinned-release": (a10, notebook(a10, pin="v2026.1.0")),
+        "v10-checkpoint-mfu-sweep-styles": (a10, notebook(a10, {"save_checkpoint": CHECKPOINT_NESTED,
+                                                               "matmul_weights": MFU_EVERY_STEP_SYNCED,
+                                                               "final_loss": SWEEP_SCATTER})),
         "v11-apply-rope-method": (a11, notebook(a11, {"attention": _replace(
             a11, "attention", "            q, k = rope(q, positions), rope(k, positions)\n",
             "            q, k = self.apply_rope(q, positions), self.apply_rope(k, positions)\n")
