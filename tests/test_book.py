@@ -161,7 +161,7 @@ def test_book_builds_with_warnings_as_errors(book):
     for stem in _toc_files():
         for page in (book.html / (stem + ".html"), book.html / "zh" / (stem + ".html")):
             assert page.exists(), f"{page.relative_to(book.html)} was not built"
-    print("reused the build of make book: the book's files are unchanged since" if book.reused
+    print("reused _build/html: the files the book is built from are unchanged since its build" if book.reused
           else f"book built in {book.seconds:.0f} s (both languages)")
 
 
