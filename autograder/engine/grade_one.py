@@ -27,7 +27,7 @@ from autograder.engine.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentP
 from autograder.engine.policy import enforce
 from autograder.engine.submissions import Submission
 from autograder.engine.pages import record_path, render_page, save_record
-from course_runtime.language import ENGLISH, notebook_language, translate, translate_message
+from course_runtime.language import ENGLISH, notebook_language, translate_message
 from course_runtime.wire import RELEASE_REQUEST
 
 GUARD_TIMEOUT_S = 30.0
@@ -417,21 +417,9 @@ def _in_language(outcome, language: str) -> str:
     """What a failed test says, in ``language`` (see :func:`in_learners_language`)."""
     verdict = outcome.verdict
     if verdict is None or verdict.failure not in (Failure.VISIBLE, Failure.TEST) or outcome.reason != verdict.text:
-        return _translated(outcome.reason, language)
+        return translate_message(outcome.reason, language)
     said = verdict.message + ("" if verdict.hint is None else HINT_LINE + verdict.hint)
-    return f"{verdict.exception}: {_translated(said, language)}" if said else verdict.exception
-
-
-def _translated(text: str, language: str) -> str:
-    """``text`` in ``language``: where it ends with a hint line, the catalogue's entry for the whole
-    message with that line (written from a test cell that puts the hint into its own message) when one
-    translates the line too; else the message and its hint line each on their own
-    (:func:`course_runtime.language.translate_message`)."""
-    if HINT_LINE in text:
-        whole = translate(text, "messages", language)
-        if HINT_LINE not in whole:
-            return whole
-    return translate_message(text, language)
+    return f"{verdict.exception}: {translate_message(said, language)}" if said else verdict.exception
 
 
 def _not_submitted(notebook: str) -> str:

@@ -29,6 +29,10 @@ _COPIES = ("list", "tuple", "sorted", "reversed")
 # Calls that name a slider after each keyword (``interact(f, temperature=(0.1, 2.0))``).
 _SLIDER_CALLS = {"interact", "interactive", "interact_manual"}
 _MESSAGE_KEYWORDS = {"hint", "mistakes"}
+# The checks of ``course_runtime.testing`` that name the value they check in their message
+# (``check_close(..., name="the parameters after 3 steps")`` -> "`the parameters after 3 steps` has the
+# wrong values: ..."): a label that is a phrase is translated where the message shows it.
+_LABELLED_CHECKS = {"check_close", "check_shape", "check_tensor", "check_answer"}
 # Figure strings that the code computes rather than writes (plot_curves labels a curve by its history
 # key, ``train_loss`` -> ``train loss``; a title's f-string chooses between "with" and "without").
 _COMPUTED_FIGURE_STRINGS = [("train loss", False), ("val loss", False), ("with", False), ("without", False)]
@@ -229,6 +233,30 @@ class _Program:
         return [s for child in children for s in self.strings(child, seen)]
 
 
+def _joined(node: "ast.AST") -> list[tuple[str, bool]] | None:
+    """The texts a sum of written-out strings can make, each piece a literal, an f-string or a choice
+    between them (``f"the logits of {call}" + (" against GPT-2" if hf else "")``: two texts); None for
+    any other expression."""
+    import ast
+
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _joined(node.left), _joined(node.right)
+        if left is None or right is None:
+            return None
+        return [(_as_pattern(a, a_pattern or b_pattern, a_pattern) + _as_pattern(b, a_pattern or b_pattern, b_pattern),
+                 a_pattern or b_pattern) for a, a_pattern in left for b, b_pattern in right]
+    if isinstance(node, ast.IfExp):
+        body, orelse = _joined(node.body), _joined(node.orelse)
+        return None if body is None or orelse is None else body + orelse
+    found = _string_value(node)
+    return None if found is None else [found]
+
+
+def _as_pattern(text: str, pattern: bool, is_pattern: bool) -> str:
+    """``text`` as a part of a pattern (its braces doubled) where it joins one and is not one itself."""
+    return text.replace("{", "{{").replace("}", "}}") if pattern and not is_pattern else text
+
+
 def _is_words(text: str) -> bool:
     """Words a reader sees (two letters or more outside math and placeholders), not an identifier
     (``train_loss``) or an address."""
@@ -239,7 +267,8 @@ def _is_words(text: str) -> bool:
 
 def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]:
     """The strings that code shows: on figures, widgets and progress bars (``figures=True``), or in test
-    messages (``assert`` messages, ``raise`` messages, ``hint=`` and ``mistakes=`` of the checks).
+    messages (``assert`` messages, ``raise`` messages, ``hint=`` and ``mistakes=`` of the checks, and the
+    ``name=`` labels of the checks that are phrases, not code: :func:`_is_code`).
     ``sources`` are read as one program (a page's cells): a string reaches a figure through the names
     it is bound to (:class:`_Program`), and ``interact``'s keywords name its sliders."""
     import ast
@@ -249,7 +278,7 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
     found: dict[str, bool] = {}
     for tree in trees:
         for node in ast.walk(tree):
-            candidates = []
+            candidates, labels = [], []
             if figures and isinstance(node, ast.Call):
                 name = getattr(node.func, "attr", getattr(node.func, "id", ""))
                 if name in _FIGURE_CALLS:
@@ -265,12 +294,30 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
                         candidates.append(node.exc.args[0])
                 elif isinstance(node, ast.Call):
                     candidates += [k.value for k in node.keywords if k.arg in _MESSAGE_KEYWORDS]
-            for candidate in candidates:
-                for text, is_pattern in program.strings(candidate):
+                    if getattr(node.func, "attr", getattr(node.func, "id", "")) in _LABELLED_CHECKS:
+                        labels += [k.value for k in node.keywords if k.arg == "name"]
+            for candidate, is_label in [(c, False) for c in candidates] + [(c, True) for c in labels]:
+                # a label made of pieces is shown whole, and its value is looked up whole
+                whole = (_joined(candidate) or []) if is_label else []
+                for text, is_pattern in whole + program.strings(candidate):
                     # a message is a phrase; a lone word in a test cell is a name or a key
-                    if _is_words(text) and (figures or " " in text.strip()):
+                    if _is_words(text) and (figures or " " in text.strip()) and not (is_label and _is_code(text)):
                         found.setdefault(text, is_pattern)
     return list(found.items())
+
+
+def _is_code(label: str) -> bool:
+    """Whether a check's label is a Python expression a learner reads as code (``rope(x, positions)``,
+    ``top_k_probs(probs, k={k})``), which stays as it is, rather than a phrase (``scores (batched)``,
+    ``stable_softmax(large scores)``, ``output ({where})``), which is translated."""
+    import ast
+
+    expression = re.sub(r"\{[^{}]*\}", "x", label)
+    try:
+        ast.parse(expression, mode="eval")
+    except SyntaxError:
+        return False
+    return re.search(r"\w \(", expression) is None
 
 
 def grader_strings(source: str, parts: tuple[str, ...] | None = None) -> list[tuple[str, bool]]:
@@ -378,8 +425,11 @@ def update_runtime(root: Path = REPO_ROOT) -> None:
             catalog.obsolete.clear()
             for message in catalog:            # the flag follows the code (a literal may become an f-string)
                 if message.id and message.id in template:
+                    # read before discarding: a new entry is the template's own message, flags and all
+                    is_pattern = PATTERN_FLAG in template[message.id].flags
                     message.flags.discard(PATTERN_FLAG)
-                    message.flags |= template[message.id].flags & {PATTERN_FLAG}
+                    if is_pattern:
+                        message.flags.add(PATTERN_FLAG)
         else:
             catalog = template
         write_catalogue(catalog, path)
