@@ -153,8 +153,10 @@ def test_the_status_and_similarity_pages_carry_the_policy():
 def test_the_review_page_runs_only_its_own_script_allowed_by_hash():
     policy = review.POLICY
     assert "unsafe-inline" not in policy and "'sha256-" in policy and "default-src 'none'" in policy
-    assert _Page(review.PAGE).policy == policy
-    assert not re.search(r"<[^>]*\son\w+\s*=", review.PAGE), "inline event handlers need 'unsafe-inline'"
+    for language in ("en", "zh_CN"):
+        page = review.page(language)
+        assert _Page(page).policy == policy, language
+        assert not re.search(r"<[^>]*\son\w+\s*=", page), "inline event handlers need 'unsafe-inline'"
 
 
 # --- Feedback after hidden tests ----------------------------------------------------------------
