@@ -1,4 +1,4 @@
-"""Exercises 04, 07 and 10: a classic wrong answer fails a visible test whose message names the mistake
+"""Exercises 04, 07, 09 and 10: a classic wrong answer fails a visible test whose message names the mistake
 (issue 31). Exercise 11 has its own list, in test_your_own_gpt.py.
 
 Each mistake is the solution with one piece of code replaced; the visible tests run next to it in a
@@ -39,6 +39,61 @@ MISTAKES = {
         "cross-attention arguments swapped, no memory mask": (
             "decoder_block", "self.cross_attn(h, memory, mask=memory_mask)", "self.cross_attn(memory, h)",
             "test_decoder_block", "not self.cross_attn(memory, h, ...)"),
+    },
+    "09-complexity/complexity.ipynb": {
+        "the tied output weight counted twice": (
+            "training_step_memory", "parameters = V * d + T * d", "parameters = 2 * V * d + T * d",
+            "test_training_step_memory", "(tied weights): one tensor, count it once"),
+        "the position table left out": (
+            "training_step_memory", "parameters = V * d + T * d", "parameters = V * d", "test_training_step_memory",
+            "the learned position table has max_len = seq_len rows"),
+        "the linear layers' biases left out": (
+            "training_step_memory", "layer = 4 * (d * d + d) + (d * d_ff + d_ff) + (d_ff * d + d)",
+            "layer = 4 * d * d + d * d_ff + d_ff * d", "test_training_step_memory",
+            "every linear layer of attention and of the feed-forward network has a bias"),
+        "one AdamW moment": (
+            "training_step_memory", '"optimizer_state": 2 * parameters', '"optimizer_state": parameters',
+            "test_training_step_memory", "AdamW keeps TWO tensors per parameter"),
+        "the attention weights left out": (
+            "training_step_memory", "+ 2 * B * h * T * T)", "+ 0)", "test_training_step_memory",
+            "you left out the attention weights"),
+        "one (T x T) tensor per layer": (
+            "training_step_memory", "+ 2 * B * h * T * T)", "+ B * h * T * T)", "test_training_step_memory",
+            "you counted one"),
+        "one (B, T, d_ff) tensor per layer": (
+            "training_step_memory", "+ 2 * B * T * d_ff", "+ B * T * d_ff", "test_training_step_memory",
+            "GELU's input and GELU's output"),
+        "the log-probabilities left out": (
+            "training_step_memory", "+ B * T * V", "", "test_training_step_memory",
+            "the cross-entropy loss saves the log-probabilities"),
+        "the diagonal tiles left out": (
+            "causal_block_counts", "computed = n_blocks * (n_blocks + 1) // 2", "computed = n_blocks * (n_blocks - 1) // 2",
+            "test_causal_block_counts", "the diagonal tiles (key block = query block) hold allowed entries"),
+        "n // block_size blocks": (
+            "causal_block_counts", "n_blocks = -(-n // block_size)", "n_blocks = n // block_size",
+            "test_causal_block_counts", "ceil(n / block_size) blocks"),
+        "the diagonal tiles skipped": (
+            "causal_block_counts", '"skipped": n_blocks * n_blocks - computed,',
+            '"skipped": n_blocks * n_blocks - computed + n_blocks,', "test_causal_block_counts",
+            "a diagonal tile is not all masked"),
+        "every diagonal tile partial": (
+            "causal_block_counts", "sum(1 for size in rows if size > 1)", "n_blocks", "test_causal_block_counts",
+            "a diagonal tile with a single row holds only the entry (i, i)"),
+        "only the allowed score entries counted": (
+            "causal_block_counts", "sum(size * min((r + 1) * block_size, n) for r, size in enumerate(rows))",
+            "n * (n + 1) // 2", "test_causal_block_counts", "a computed tile is computed whole"),
+        "no mask inside the diagonal tile": (
+            "causal_blockwise_attention", "if c == r:", "if False:", "test_causal_blockwise_attention",
+            "inside the diagonal tile, the keys after the query must be masked"),
+        "a query that does not see itself": (
+            "causal_blockwise_attention", "cols <= rows", "cols < rows", "test_causal_blockwise_attention",
+            "a query attends to itself"),
+        "the diagonal tile not visited": (
+            "causal_blockwise_attention", "range(0, r + 1, block_size)", "range(0, r, block_size)",
+            "test_causal_blockwise_attention", "visit the key blocks c = 0 .. r, the diagonal included"),
+        "scores not scaled": (
+            "causal_blockwise_attention", ".transpose(-2, -1) * scale", ".transpose(-2, -1)",
+            "test_causal_blockwise_attention", "divide the scores by sqrt(d)"),
     },
     "10-capstone-gpt/capstone_gpt.ipynb": {
         "optimizer state not restored": (
