@@ -291,7 +291,8 @@ def _grade(args: argparse.Namespace) -> int:
     every page, and the similarity report (:func:`autograder.instructor.after_grading.after_grading`);
     a malformed manual-scores file is refused before grading starts."""
     from autograder.core.results import Status
-    from autograder.engine.batch import failed, grade, parse_shard, shard_from_environment, summary_table
+    from autograder.engine.batch import grade
+    from autograder.engine.shards import failed, parse_shard, shard_from_environment, summary_table
     from autograder.instructor.after_grading import after_grading
     from autograder.instructor.late_policy import parse_due, save_deadline
     from autograder.instructor.manual import read_manual_scores
@@ -355,7 +356,7 @@ def _nbgrader(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from autograder.engine.batch import failed, merge_results, summary_table
+    from autograder.engine.shards import failed, merge_results, summary_table
     from autograder.instructor.after_grading import after_grading
     from autograder.instructor.late_policy import save_deadline, saved_deadline
     from autograder.instructor.manual import read_manual_scores

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "autograder"
 # Each layer may import its own modules and those of the layers listed for it.
@@ -103,19 +105,42 @@ def test_nothing_imports_the_command_line():
     assert not [source for source, targets in graph().items() if "autograder.__main__" in targets]
 
 
+HEAVY = {"torch", "jupyter_client", "zmq", "nbformat", "autograder.engine.runner"}
+
+
+def _heavy_modules_after(script: str) -> list[str]:
+    """The heavy modules of grading in ``sys.modules`` after ``script`` ran in a fresh interpreter."""
+    script += f"\nprint(sorted({HEAVY!r} & set(sys.modules)))\n"
+    done = subprocess.run([sys.executable, "-c", "import sys\n" + script], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip(), done.stdout + done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
 def test_exporting_grades_loads_neither_torch_nor_jupyter(tmp_path):
     """``python -m autograder export`` on an empty graded folder: the export path is imported and run,
     and the heavy modules of grading are not in ``sys.modules`` after it."""
     (tmp_path / "results").mkdir()
-    script = (
-        "import sys\n"
+    assert _heavy_modules_after(
         "from autograder.__main__ import main\n"
         f"status = main(['export', '--out', {str(tmp_path)!r}, '--format', 'plain'])\n"
-        "assert 'autograder.instructor.export' in sys.modules\n"
-        "print(sorted({'torch', 'jupyter_client', 'zmq', 'nbformat', 'autograder.engine.runner'} & set(sys.modules)))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout + done.stderr
+        "assert 'autograder.instructor.export' in sys.modules\n") == "[]"
+
+
+def test_merging_shards_loads_neither_torch_nor_jupyter(tmp_path):
+    """``python -m autograder merge`` of two (empty) shard folders, with the pages, hand scores and
+    similarity report it writes after: as light as export."""
+    for shard in ("a", "b"):
+        (tmp_path / shard / "results").mkdir(parents=True)
+    assert _heavy_modules_after(
+        "from autograder.__main__ import main\n"
+        f"status = main(['merge', {str(tmp_path / 'a')!r}, {str(tmp_path / 'b')!r}, '--out', {str(tmp_path / 'm')!r}])\n"
+        "assert 'autograder.engine.shards' in sys.modules and (status or 0) == 0, status\n") == "[]"
+
+
+@pytest.mark.parametrize("module", ["autograder.instructor.review", "autograder.instructor.similarity"])
+def test_the_review_page_and_the_similarity_report_start_light(module):
+    assert _heavy_modules_after(f"import {module}\n") == "[]"
 
 
 MAX_MODULE_LINES = 700

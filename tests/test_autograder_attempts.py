@@ -17,7 +17,7 @@ from test_autograder_grading import ASSIGNMENT, GOOD_SCALE, GOOD_SOFTMAX, LIMITS
 from autograder.__main__ import main
 from autograder.core.errors import UsageError
 from autograder.core.results import GradeResult, Status, url_safe_name
-from autograder.engine.batch import check_complete, merge_results, shard_from_environment
+from autograder.engine.shards import check_complete, merge_results, shard_from_environment
 from autograder.engine.submissions import attempt_of
 from autograder.instructor.after_grading import publish
 

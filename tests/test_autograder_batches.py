@@ -20,7 +20,7 @@ from autograder.__main__ import main
 from autograder.core.errors import UsageError
 from autograder.core.outcomes import CellOutcome, Failure, Verdict
 from autograder.core.results import GradeResult, Status
-from autograder.engine.batch import merge_results, parse_shard, shard_of
+from autograder.engine.shards import merge_results, parse_shard, shard_of
 from autograder.engine.grade_one import _name_the_root_cause
 from autograder.engine.validate import validate
 

@@ -16,7 +16,7 @@ import pytest
 from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.core.outcomes import CellOutcome
 from autograder.core.results import GradeResult, Status, load_results, result_path, write_atomically
-from autograder.engine.batch import failed, summary_table
+from autograder.engine.shards import failed, summary_table
 from autograder.engine.feedback import course_text, page_record, status_record
 from autograder.engine.pages import Lateness, load_record, render_page, save_record
 from autograder.engine.plan import MANUAL, TASK, TEST, assemble, load_plan
