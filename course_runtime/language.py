@@ -168,6 +168,22 @@ def _pattern(msgid: str) -> tuple[re.Pattern, list[str]]:
     return re.compile("".join(parts), re.DOTALL), names
 
 
+# A word a reader would read as English: two letters or more, not part of code (``q_proj``,
+# ``torch.float32``, ``rope(``, ``float64``) and not inside backticks.
+_ENGLISH_WORD = re.compile(r"(?<![\w.`])[A-Za-z]{2,}(?![\w.(`])")
+_HAN_SPACE = re.compile(r"(?<=[\u4e00-\u9fff]) (?=[\u4e00-\u9fff])")
+
+
+def english_letters(text: str) -> int:
+    """How many letters of ``text`` are English words rather than numbers or code.
+
+    Example:
+        >>> english_letters("the chunk"), english_letters("3..5"), english_letters("rope(q, k_all)")
+        (8, 0, 0)
+    """
+    return sum(len(word) for word in _ENGLISH_WORD.findall(re.sub(r"`[^`]*`", "", text)))
+
+
 class Catalogue:
     """One domain's translations: exact messages, and f-string patterns whose placeholders match
     any text (each filled-in value is translated in turn when the catalogue knows it)."""
@@ -175,6 +191,7 @@ class Catalogue:
     def __init__(self, entries: list[Entry]):
         self.exact: dict[str, str] = {}
         self.patterns: list[tuple[re.Pattern, list[str], str]] = []
+        self._found: dict[str, tuple[str, int] | None] = {}
         for e in entries:
             if not e.msgstr or "fuzzy" in e.flags:
                 continue
@@ -185,24 +202,47 @@ class Catalogue:
                 self.patterns.append((regex, names, msgstr))
             else:
                 self.exact[msgid] = msgstr
-        # Longer patterns are more specific: try them first.
+        # Of two readings that leave as much English, the longer pattern is the more specific.
         self.patterns.sort(key=lambda p: -len(p[0].pattern))
 
     def lookup(self, text: str) -> str | None:
         """The translation of all of ``text`` (spaces around it aside), or None. A pattern's filled-in
-        values are looked up in turn (a message made of messages: ``"{where}, line {n}: {why}"``)."""
-        text = text.strip()
+        values are looked up in turn (a message made of messages: ``"{where}, line {n}: {why}"``).
+
+        An exact entry comes first. Where several patterns match (exercise 08's label "output of the
+        chunk at positions 3..5" is ``"output of {phase}"`` and ``"{call} at positions {...}"``), the
+        reading that leaves the fewest English letters wins: one whose every value translates or is
+        no words (numbers, code) leaves none; of equals, the longer pattern."""
+        found = self._lookup(text.strip())
+        return None if found is None else found[0]
+
+    def _lookup(self, text: str) -> tuple[str, int] | None:
+        """(translation, English letters left in it from values the catalogue does not know) or None."""
         if text in self.exact:
-            return self.exact[text]
+            return self.exact[text], 0
+        if text in self._found:
+            return self._found[text]
+        self._found[text] = None            # a value that is the whole text (``"{x}"``) stays as it is
+        best = None
         for regex, names, template in self.patterns:
             match = regex.fullmatch(text)
-            if match:
-                values = {name: self.lookup(value) or value if value.strip() != text else value
-                          for name, value in zip(names, match.groups())}
-                return re.sub(r"\{\{|\}\}|\{([^{}]+)\}",
-                              lambda m: values.get(m.group(1), m.group(0)) if m.group(1) else m.group(0)[0],
-                              template)
-        return None
+            if match is None:
+                continue
+            values, left = {}, 0
+            for name, value in zip(names, match.groups()):
+                inner = self._lookup(value.strip())
+                values[name] = value if inner is None else inner[0]
+                left += english_letters(value) if inner is None else inner[1]
+            if best is None or left < best[1]:
+                filled = re.sub(r"\{\{|\}\}|\{([^{}]+)\}",
+                                lambda m: values.get(m.group(1), m.group(0)) if m.group(1) else m.group(0)[0],
+                                template)
+                # the space a template keeps beside an English value goes where the value came out Chinese
+                best = (_HAN_SPACE.sub("", filled), left)
+            if left == 0:
+                break
+        self._found[text] = best
+        return best
 
     def __len__(self) -> int:
         return len(self.exact) + len(self.patterns)

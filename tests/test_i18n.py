@@ -266,6 +266,40 @@ def test_a_chinese_learner_reads_a_checks_label_in_chinese():
         assert not _english_sentences(message), message
 
 
+def test_of_two_patterns_that_match_a_label_the_one_that_translates_it_wins():
+    """Exercise 08's label "output of the chunk at positions 3..5" matches ``"output of {phase}"`` and
+    exercise 12's longer ``"{call} at positions {...}"``; the longer one left "the chunk" English (issue
+    29). A reading whose values all translate, or are numbers and code, wins over a longer pattern; the
+    exact entry comes first; and where both readings translate, the more specific pattern still wins."""
+    from course_runtime.language import catalogue, english_letters, translate
+
+    def zh(text):
+        return translate(text, "messages", "zh_CN")
+
+    table = catalogue("messages", "zh_CN")
+    for label, patterns in (("output of the chunk at positions 3..5", 2),
+                            ("rope of a (2, 4, 8) input at positions [0, 1]", 2),
+                            ("the logits of GPT(...)(idx of shape (2, 5)) against Hugging Face's GPT-2", 2),
+                            ("Pre-LN (first) decoder block output", 2)):
+        assert sum(regex.fullmatch(label) is not None for regex, _, _ in table.patterns) >= patterns, label
+    chunk = zh("the chunk at positions 3..5")
+    assert re.search(r"[\u4e00-\u9fff]", chunk) and "chunk" not in chunk, chunk
+    # the template's space beside an English value is dropped between two Chinese characters
+    assert zh("output of the chunk at positions 3..5") == re.sub(r"\{phase\} ?", chunk, zh("output of {phase}"))
+    assert zh("rope of a (2, 4, 8) input at positions [0, 1]") == (
+        zh("rope of a {tuple(shape)} input at positions {positions.tolist()}")
+        .replace("{tuple(shape)}", "(2, 4, 8)").replace("{positions.tolist()}", "[0, 1]"))
+    assert zh("the logits of GPT(...)(idx of shape (2, 5)) against Hugging Face's GPT-2") == (
+        zh("the logits of {call} against Hugging Face's GPT-2").replace("{call}", "GPT(...)(idx of shape (2, 5))"))
+    assert zh("Pre-LN (first) decoder block output") == zh("{kind} decoder block output").replace(
+        "{kind}", zh("Pre-LN (first)"))
+    # exercise 12's own label still reads through its pattern, the call (code) kept as it is
+    assert zh("rope(x, positions, theta=10.0) at positions [0, 1]") == zh(
+        "{call} at positions {positions.tolist()}").replace("{call}", "rope(x, positions, theta=10.0)").replace(
+        "{positions.tolist()}", "[0, 1]")
+    assert (english_letters("the chunk"), english_letters("3..5"), english_letters("`a b` q_proj x.view(")) == (8, 0, 0)
+
+
 def test_update_flags_a_new_f_string_as_a_pattern(tmp_path, monkeypatch):
     """An f-string's entry is flagged ``course-pattern`` by the ``i18n update`` that adds it (the flag
     was lost on a new entry, so its placeholders matched nothing until a second update)."""
