@@ -289,6 +289,10 @@ def test_moodle_says_what_an_empty_cell_does_and_can_leave_ungraded_learners_out
     table = list(csv.reader(open(report.output, encoding="utf-8")))
     assert [row[0] for row in table[1:]] == ["jane@uni.edu"], "waiting for a hand grade and missing are left out"
     assert all(row[3] for row in table[1:]) and any("left out of the file" in w for w in report.warnings)
+    assert (report.rows, report.omitted) == (1, 2), "the rows in the file, not the roster's"
+    assert f"wrote 1 rows to {report.output}:" in report.lines()[1] and "grade left empty" not in report.lines()[1]
+    canvas = export(out, fmt="canvas", roster_path=roster, omit_ungraded=True)
+    assert len(rows(canvas.output)) - 1 == canvas.rows == 1, "Canvas' Points Possible row is not a learner's"
 
 
 def test_name_matching_reports_ambiguity(tmp_path):

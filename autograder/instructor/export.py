@@ -392,15 +392,17 @@ class ExportReport:
     by_name: int
     manual: str = ""
     warnings: list[str] = field(default_factory=list)
+    omitted: int = 0
 
     def lines(self) -> list[str]:
         """The report, line by line."""
         out = [f"roster: {self.roster_kind}; {self.by_id} learner(s) matched by LMS id, {self.by_name} by name"]
         if self.manual:
             out.append(self.manual)
+        left = "left out of the file" if self.omitted else "grade left empty"
         out.append(f"wrote {self.rows} rows to {self.output}: {self.missing} missing, {self.late} late "
                    f"({self.penalised} penalised), {self.waiting} waiting for manual grading, "
-                   f"{self.not_graded} not graded (grade left empty)")
+                   f"{self.not_graded} not graded ({left})")
         out += [f"warning: {w}" for w in self.warnings]
         if self.unmatched:
             out.append(f"warning: {len(self.unmatched)} learner(s) with submissions are not in the export, "
@@ -558,13 +560,14 @@ def export(out_dir: Path | str, *, fmt: str = "plain", roster_path: Path | str |
     write_atomically(output, _csv_bytes(rows))
     unmatched_file = _write_not_on_roster(output, matching, chosen, columns, grades)
     exported = [grades(m[0] if m else None, a) for _, m in matching.rows for a in chosen]
+    written = len(rows) - (2 if fmt == "canvas" else 1)               # the header, and Canvas' Points Possible
     return ExportReport(output, roster.kind if roster else "none (every learner with a result)",
-                        len(matching.rows), sum(g.standing is Standing.MISSING for g in exported),
+                        written, sum(g.standing is Standing.MISSING for g in exported),
                         sum(g.days_late > 0 for g in exported), sum(g.penalty > 0 for g in exported),
                         sum(g.standing is Standing.NEEDS_MANUAL for g in exported),
                         sum(g.standing is Standing.NOT_GRADED for g in exported),
                         [(x.key, why) for x, why in matching.unmatched], unmatched_file,
-                        matching.by_id, matching.by_name, manual_line, warnings)
+                        matching.by_id, matching.by_name, manual_line, warnings, len(matching.rows) - written)
 
 
 def _check_options(fmt: str, missing: str, moodle_id: str) -> None:
