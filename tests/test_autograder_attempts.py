@@ -276,7 +276,7 @@ def test_older_attempts_are_no_failure_and_the_summary_mean_is_the_grades_csvs(c
     assert len(graded) == 1 and float(graded[0]["score"]) < 3, "the hand score took points off"
     assert f"{float(graded[0]['score']):.2f} / 3" in said, said
     failures, older = said.split("older attempts, superseded")
-    assert "not graded:" not in failures and "smithjane / 00-fixture: an older attempt" in older
+    assert "not graded:" not in failures and "smithjane / 00-fixture: smithjane_123_900_fixture.ipynb: an older attempt" in older
     assert "graded 1 of 1 submissions (1 older attempt superseded)" in said
     # no late policy yet, but the deadline given to grade: the page says how late
     assert "submitted 12 hours after the deadline" in page(out, "smithjane #123")

@@ -213,8 +213,13 @@ def test_a_page_without_a_record_is_left_alone_and_named(tmp_path):
 def test_the_summary_counts_hand_scores_and_tells_older_attempts_from_failures():
     graded = [GradeResult(f"s{i}", "a", "graded", score=float(s), max_score=10.0, kind=Status.GRADED)
               for i, s in enumerate([9, 4, 8])]
-    older = GradeResult("s0", "a", "an older attempt, not graded: ...", kind=Status.OLDER_ATTEMPT)
+    older = GradeResult("s0", "a", "an older attempt, not graded: ...", kind=Status.OLDER_ATTEMPT, files=["nb-1.ipynb"])
+    oldest = GradeResult("s0", "a", "an older attempt, not graded: ...", kind=Status.OLDER_ATTEMPT, files=["nb.ipynb"])
     broken = GradeResult("s3", "a", "unreadable notebook x.ipynb: cut off", kind=Status.UNREADABLE)
+    table = summary_table(graded + [older, oldest, broken])
+    assert "s0 / a: nb-1.ipynb: an older attempt" in table and "s0 / a: nb.ipynb: an older" in table, \
+        "each older attempt's line names its own file (the status names only the newest)"
+    assert re.search(r"a\s+3\s+1\s+2\s+7\.00", table)
     table = summary_table(graded + [older, broken])
     assert "7.00 / 10" in table, "the mean of the scores given (with the hand scores merged in)"
     assert re.search(r"a\s+3\s+1\s+1\s+7\.00", table)

@@ -208,8 +208,10 @@ def summary_table(results: list[GradeResult]) -> str:
     for title, rows in (("not graded:", failed(results)),
                         ("older attempts, superseded by the newest (not graded, as it should be):",
                          [r for r in results if r.kind is Status.OLDER_ATTEMPT])):
-        if rows:
-            lines += ["", title] + [f"  {r.student} / {r.assignment or '?'}: {one_line(r.status, 200)}" for r in rows]
+        if rows:   # an older attempt's status names the newest file, so its own file goes first
+            lines += ["", title] + [f"  {r.student} / {r.assignment or '?'}: "
+                                    + ("; ".join(r.files) + ": " if r.kind is Status.OLDER_ATTEMPT else "")
+                                    + one_line(r.status, 200) for r in rows]
     flagged = [r for r in results if r.graded and r.flags]
     if flagged:
         lines.append("")
