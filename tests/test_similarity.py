@@ -27,7 +27,7 @@ from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.core.results import GradeResult, Status, load_results, result_path, write_atomically
 from autograder.engine.answers import load_answers, save_answers
 from autograder.engine.plan import assemble, load_plan
-from autograder.instructor.similarity import (SOLUTION, THRESHOLD, build_report, chosen_names, code_in_text,
+from autograder.instructor.similarity import (MIN_SHARED, SOLUTION, THRESHOLD, build_report, chosen_names, code_in_text,
                                               fingerprint_work, load_library, normalised_tokens, similarity_report,
                                               winnow)
 from test_review import browser  # noqa: F401 - the headless Chromium fixture
@@ -275,6 +275,8 @@ def test_the_report_files_are_written_and_no_score_changes(batch):
         (m.learner, m.other, m.kind) for m in report.matches}
     page = (out / "similarity.html").read_text(encoding="utf-8")
     assert "copier" in page and "no score was changed" in page and "<mark>" in page
+    assert f"Listed from an overlap of {THRESHOLD:.0%} and {MIN_SHARED} shared fingerprints." in page, \
+        "the page states its thresholds (the issue 30 re-run found '{THRESHOLD:.0%}' printed as such)"
     assert "<script" not in page and "http" not in page.replace("http-equiv", ""), "self-contained, no scripts"
 
 

@@ -595,11 +595,11 @@ def render_html(report: Report) -> str:
     others = {"learner": "other learner", "solution": "compared with", "library": "library function"}
     parts = [page_head("Similarity report", _STYLE), "<h1>Similarity report</h1>",
              f"<p>{esc(report.summary())}.</p>",
-             "<p>Graded code cells compared after normalising names, whitespace, comments and docstrings "
-             f"(winnowed fingerprints of {K}-token runs, window {WINDOW}; left out: the released stubs, the code "
-             "the exercise's hints and its chapter give, and fingerprints common in the class). Listed from an overlap of {THRESHOLD:.0%}. This report only "
-             "flags work for you to read: a high overlap is not proof of copying (short cells have few ways to "
-             "be written), and <b>no score was changed</b>.</p>"]
+             "<p>Graded code cells compared after normalising names, whitespace, comments and docstrings (winnowed "
+             f"fingerprints of {K}-token runs, window {WINDOW}; left out: the released stubs, the code the exercise's "
+             "hints and its chapter give, and fingerprints common in the class). Listed from an overlap of "
+             f"{THRESHOLD:.0%} and {MIN_SHARED} shared fingerprints. This report only flags work for you to read: a high "
+             "overlap is not proof of copying (short cells have few ways to be written), and <b>no score was changed</b>.</p>"]
     if not report.matches:
         parts.append("<p>Nothing to review: no pair reached the threshold.</p>")
     for assignment in sorted({m.assignment for m in report.matches}):
