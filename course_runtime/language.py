@@ -184,6 +184,34 @@ def english_letters(text: str) -> int:
     return sum(len(word) for word in _ENGLISH_WORD.findall(re.sub(r"`[^`]*`", "", text)))
 
 
+def template_parts(template: str) -> list[tuple[str, str | None]]:
+    """A translation's template in pieces: ``(text, None)`` for its own words (``{{`` and ``}}`` read as
+    braces), ``("", name)`` for a placeholder.
+
+    Example:
+        >>> template_parts("内核停止了：{why}")
+        [('内核停止了：', None), ('', 'why')]
+    """
+    pieces, position = [], 0
+    for match in re.finditer(r"\{\{|\}\}|\{([^{}]+)\}", template):
+        pieces.append((template[position:match.start()], None))
+        pieces.append(("", match.group(1)) if match.group(1) else (match.group(0)[0], None))
+        position = match.end()
+    pieces.append((template[position:], None))
+    return [(text, name) for text, name in pieces if text or name]
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """How a catalogue reads a text: its translation, the English letters left in it (values the
+    catalogue does not know), the template chosen and the English value of each placeholder."""
+
+    translation: str
+    left: int
+    template: str
+    english: dict
+
+
 class Catalogue:
     """One domain's translations: exact messages, and f-string patterns whose placeholders match
     any text (each filled-in value is translated in turn when the catalogue knows it)."""
@@ -191,7 +219,7 @@ class Catalogue:
     def __init__(self, entries: list[Entry]):
         self.exact: dict[str, str] = {}
         self.patterns: list[tuple[re.Pattern, list[str], str]] = []
-        self._found: dict[str, tuple[str, int] | None] = {}
+        self._found: dict[str, _Reading | None] = {}
         for e in entries:
             if not e.msgstr or "fuzzy" in e.flags:
                 continue
@@ -214,12 +242,19 @@ class Catalogue:
         reading that leaves the fewest English letters wins: one whose every value translates or is
         no words (numbers, code) leaves none; of equals, the longer pattern."""
         found = self._lookup(text.strip())
-        return None if found is None else found[0]
+        return None if found is None else found.translation
 
-    def _lookup(self, text: str) -> tuple[str, int] | None:
-        """(translation, English letters left in it from values the catalogue does not know) or None."""
+    def reading(self, text: str) -> tuple[str, dict[str, str]] | None:
+        """How :meth:`lookup` reads all of ``text``: the template of its translation (an exact entry's
+        translation, which has no placeholders) and the English each placeholder stands for; None where
+        the catalogue does not know ``text``. For a caller that shows the values apart (a feedback page
+        quotes an exception's text rather than set it inside a Chinese sentence)."""
+        found = self._lookup(text.strip())
+        return None if found is None else (found.template, dict(found.english))
+
+    def _lookup(self, text: str) -> _Reading | None:
         if text in self.exact:
-            return self.exact[text], 0
+            return _Reading(self.exact[text], 0, self.exact[text].replace("{", "{{").replace("}", "}}"), {})
         if text in self._found:
             return self._found[text]
         self._found[text] = None            # a value that is the whole text (``"{x}"``) stays as it is
@@ -228,17 +263,17 @@ class Catalogue:
             match = regex.fullmatch(text)
             if match is None:
                 continue
+            english = dict(zip(names, match.groups()))
             values, left = {}, 0
-            for name, value in zip(names, match.groups()):
+            for name, value in english.items():
                 inner = self._lookup(value.strip())
-                values[name] = value if inner is None else inner[0]
-                left += english_letters(value) if inner is None else inner[1]
-            if best is None or left < best[1]:
-                filled = re.sub(r"\{\{|\}\}|\{([^{}]+)\}",
-                                lambda m: values.get(m.group(1), m.group(0)) if m.group(1) else m.group(0)[0],
-                                template)
+                values[name] = value if inner is None else inner.translation
+                left += english_letters(value) if inner is None else inner.left
+            if best is None or left < best.left:
+                filled = "".join(values.get(name, "{" + name + "}") if name else piece
+                                 for piece, name in template_parts(template))
                 # the space a template keeps beside an English value goes where the value came out Chinese
-                best = (_HAN_SPACE.sub("", filled), left)
+                best = _Reading(_HAN_SPACE.sub("", filled), left, template, english)
             if left == 0:
                 break
         self._found[text] = best

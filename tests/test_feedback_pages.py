@@ -18,7 +18,7 @@ from autograder.core.outcomes import CellOutcome
 from autograder.core.results import GradeResult, Status, load_results, result_path, write_atomically
 from autograder.engine.shards import failed, summary_table
 from autograder.engine.feedback import course_text, page_record, status_record
-from autograder.engine.pages import Lateness, load_record, render_page, save_record
+from autograder.engine.pages import Lateness, load_record, render_page, save_record, words
 from autograder.engine.plan import MANUAL, TASK, TEST, assemble, load_plan
 from autograder.instructor.after_grading import publish
 from autograder.instructor.late_policy import (lateness, parse_due, parse_late_policy, save_deadline, save_late_policy,
@@ -29,8 +29,7 @@ from course_runtime.language import notebook_language, translate_message
 ASSIGNMENT = "02-self-attention"
 NOTEBOOK = "self_attention"
 # Names a Chinese page keeps in English: the tools and formats it names, and the time zone.
-PROPER_NAMES = {"Jupyter", "Colab", "File", "Download", "ipynb", "PDF", "zip", "UTC", "NaN", "internal", "error",
-                "the", "kernel", "did", "not", "start"}
+PROPER_NAMES = {"Jupyter", "Colab", "File", "Download", "ipynb", "PDF", "zip", "UTC", "NaN"}
 
 
 def graded_record(edition: str, *, failing: bool = True) -> tuple[dict, GradeResult]:
@@ -127,6 +126,120 @@ def test_a_not_graded_page_of_a_chinese_notebook_is_chinese():
         words = [w for w in re.findall(r"[A-Za-z]{2,}", text.replace(ASSIGNMENT, "").replace("04-multi-head-attention", ""))
                  if w not in PROPER_NAMES]
         assert "<html lang='zh-CN'>" in page and not words, (kind, words)
+
+
+def not_graded_reasons(tmp_path: Path) -> list[tuple[str, Status]]:
+    """Every kind of reason the grader gives for not grading a submission, each made by the code that
+    gives it: submissions that cannot be told apart or read (``collect_submissions``), an older attempt,
+    a second submission and an assignment that cannot be prepared (the batch), an unreadable or wrong
+    notebook (``grade_one``), a kernel that did not start or was stopped (``runner``, ``relay``) and the
+    grader's own failures; with details (a log, an exception's text) that hold markup."""
+    import os
+    import signal
+
+    import nbformat
+
+    from autograder.engine import batch, grade_one, relay, stop_reasons
+    from autograder.engine.referee import RefereeError
+    from autograder.engine.submissions import ALL, Catalogue, Submission, collect_submissions, newest_attempts_first
+
+    folder = tmp_path / "submissions"
+    for name in ("alice", "bob", "erin"):
+        (folder / name).mkdir(parents=True)
+    (folder / "alice" / "notes.txt").write_text("x")
+    (folder / "carol.ipynb").write_text("{not json <b>")
+    blank = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("hi")])
+    for path in (folder / "dave.ipynb", folder / "erin" / "a.ipynb", folder / "erin" / "b.ipynb"):
+        nbformat.write(blank, path)
+    (folder / "frank_123_456_essay.pdf").write_text("x")
+    os.symlink(folder / "dave.ipynb", folder / "link.ipynb")
+    chinese = REPO_ROOT / "zh" / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
+    for name in (f"hank_7_1_{NOTEBOOK}.ipynb", f"hank_7_2_{NOTEBOOK}-1.ipynb"):
+        (folder / name).write_bytes(chinese.read_bytes())
+    found = newest_attempts_first(collect_submissions(folder, ALL))
+    other = tmp_path / "other" / "gina"
+    other.mkdir(parents=True)
+    for name in ("x.ipynb", "y.ipynb"):
+        nbformat.write(blank, other / name)
+    found += collect_submissions(other.parent, ASSIGNMENT)
+    found += [Submission("ivy", "99-no-such-assignment", {NOTEBOOK: chinese}, chinese)]
+    plans = batch._plans(found, REPO_ROOT)
+    graded = [s for s in found if s.assignment == ASSIGNMENT and not s.problem]
+    graded.append(Submission(graded[0].student, ASSIGNMENT, {NOTEBOOK: chinese}, chinese, lms_id=graded[0].lms_id))
+    batch._triage(graded, {ASSIGNMENT: load_plan(ASSIGNMENT, REPO_ROOT), **plans}, tmp_path / "out", False)
+    reasons = [(s.problem or plans[s.assignment], s.problem_kind) for s in found + graded if s.problem
+               or isinstance(plans.get(s.assignment), str)]
+    reasons.append((f"could not be read: PermissionError: [Errno 13] Permission denied: '{folder}/<b>'",
+                    Status.NOT_GRADED))                           # the words of collect_submissions' last resort
+    catalogue = Catalogue(REPO_ROOT)
+    ids = {name: catalogue.grade_ids(name) for name in catalogue.notebooks}
+    other_assignment = read_notebook(REPO_ROOT / "zh" / "exercises" / "04-multi-head-attention" / "multi_head_attention.ipynb")
+    plan = load_plan(ASSIGNMENT, REPO_ROOT)
+    reasons += [(grade_one._wrong_notebook(plan, [other_assignment], ids, matched=0), Status.WRONG_NOTEBOOK),
+                (grade_one._wrong_notebook(plan, [blank], ids, matched=0), Status.WRONG_NOTEBOOK)]
+    with pytest.raises(grade_one._NotGraded) as unreadable:
+        grade_one._read_submitted(Submission("ivy", ASSIGNMENT, {NOTEBOOK: folder / "carol.ipynb"}, folder))
+    reasons.append((unreadable.value.status, unreadable.value.kind))
+    stopped = [stop_reasons.exited(-signal.SIGKILL), stop_reasons.exited(-signal.SIGUSR2), stop_reasons.exited(3),
+               stop_reasons.out_of_memory(2048), stop_reasons.too_much_output(64, 20_000), stop_reasons.relay_ended(2048),
+               stop_reasons.not_interruptible(stop_reasons.THE_CELL, 10.0), relay.refusal_reason("frames", 5_007),
+               stop_reasons.NOT_RUNNING, stop_reasons.UNRESPONSIVE]
+    failed = [stop_reasons.did_not_start("RuntimeError: Kernel died before replying to kernel_info",
+                                         "sandbox: unshare(CLONE_NEWUSER) failed <script>alert(1)</script>"),
+              stop_reasons.did_not_start("TimeoutError: the kernel did not answer in 60 s"),
+              stop_reasons.agent_failed("ModuleNotFoundError: No module named 'course_runtime'"),
+              stop_reasons.internal_error(str(RefereeError("the referee process stopped unexpectedly"))),
+              stop_reasons.internal_error("ForkServerLost: the grader's fork server stopped while the kernel ran")]
+    return (reasons + [(why, Status.NOT_GRADED) for why in stopped]
+            + [(why, Status.GRADER_FAILED) for why in failed])
+
+
+def test_every_reason_for_not_grading_reads_in_chinese_with_its_details_quoted(tmp_path):
+    """A Chinese learner's not-graded page says why in Chinese for every reason the grader gives, and
+    what the reason carries in English (an exception's text, the kernel's log, a file name) is quoted
+    apart, escaped, never set inside the Chinese sentence (issue 29: the page showed "the kernel did not
+    start (...)" and "internal error: ..." in English). The English page shows the reason as written."""
+    reasons = not_graded_reasons(tmp_path)
+    made = {kind for _, kind in reasons}
+    assert made >= {Status.NO_NOTEBOOK, Status.UNREADABLE, Status.NOT_GRADED, Status.SYMBOLIC_LINK,
+                    Status.OLDER_ATTEMPT, Status.WRONG_NOTEBOOK, Status.GRADER_FAILED}, made
+    starts = ("no notebooks found", "unreadable notebook", "cannot tell which assignment this", "the upload is not",
+              "cannot tell which assignment these", "a symbolic link", "an older attempt", "no notebook of",
+              "another submission", "the assignment could not be prepared", "could not be read", "wrong notebook: it",
+              "wrong notebook: none", "the kernel stopped:", "the kernel exited", "the kernel was stopped", "the cell ran",
+              "the kernel is not running", "the kernel stopped responding", "the kernel did not start (the grading",
+              "the kernel did not start (R", "the kernel did not start (T", "internal error")
+    assert all(any(why.startswith(start) for why, _ in reasons) for start in starts), [why for why, _ in reasons]
+    details, unknown = [], words("zh_CN", "grader_words", why="")
+    for why, kind in reasons + [("a reason no catalogue knows <i>", Status.NOT_GRADED)]:
+        record = status_record(student="李四", assignment=ASSIGNMENT, language="zh_CN", status=why,
+                               attempt="x.ipynb (submitted 2025-03-15 08:00:00 UTC)")
+        page = render_page(record, GradeResult("李四", ASSIGNMENT, record["why"], kind=kind))
+        said = re.search(r"<p>原因：(.*?)</p>", page, flags=re.S)
+        assert said, page
+        quoted = re.findall(r"<code>(.*?)</code>", said[1], flags=re.S)
+        sentence = html.unescape(re.sub(r"<code>.*?</code>", " ", said[1], flags=re.S))
+        if why.startswith("a reason no catalogue knows"):      # quoted whole, after words that say whose
+            assert said[1] == words("zh_CN", "grader_words", why=f"<code>{html.escape(why)}</code>"), said[1]
+            continue
+        assert re.search(r"[\u4e00-\u9fff]", sentence) and unknown not in said[1], (why, sentence)
+        left = [w for w in re.findall(r"[A-Za-z]{2,}", sentence.replace(ASSIGNMENT, " ")) if w not in KEPT_IN_REASONS]
+        assert not left, (why, sentence, left)
+        assert "<script>" not in page and "<b>" not in said[1], why
+        details += [html.unescape(q) for q in quoted]
+        english = render_page({**record, "language": "en"}, GradeResult("李四", ASSIGNMENT, record["why"], kind=kind))
+        assert f"Why: {html.escape(record['why'])}" in english, why
+    # what the reasons carry is quoted whole: a log, an exception's text, file names, what was found
+    for detail in ("sandbox: unshare(CLONE_NEWUSER) failed <script>alert(1)</script>",
+                   "RuntimeError: Kernel died before replying to kernel_info",
+                   "ModuleNotFoundError: No module named 'course_runtime'", "the referee process stopped unexpectedly",
+                   "a.ipynb, b.ipynb", "notes.txt", "frank_123_456_essay.pdf", "carol.ipynb", "SIGUSR2",
+                   "04-multi-head-attention"):
+        assert detail in details, (detail, details)
+
+
+# Latin a Chinese reason keeps: units, signal names, file formats.
+KEPT_IN_REASONS = {"MiB", "CPU", "JSON", "SIGKILL", "exit", "sys", "os", "ipynb"}
 
 
 def test_an_english_notebooks_page_stays_english():

@@ -176,7 +176,7 @@ async def grade_submission(submission: Submission, plan: AssignmentPlan, *, out_
     except _NotGraded as stop:
         result.status, result.kind = stop.status, stop.kind
     except Exception as error:  # the batch must survive anything one submission does
-        result.status = f"internal error: {type(error).__name__}: {one_line(str(error))}"
+        result.status = stop_reasons.internal_error(f"{type(error).__name__}: {one_line(str(error))}")
         result.kind = Status.GRADER_FAILED
     finally:
         result.seconds = time.perf_counter() - start
@@ -265,7 +265,7 @@ class _Sandbox:
         except KernelStopped as error:
             raise _NotGraded(str(error), Status.NOT_GRADED) from None
         except RefereeError as error:
-            raise _NotGraded(f"internal error: {error}", Status.GRADER_FAILED) from None
+            raise _NotGraded(stop_reasons.internal_error(str(error)), Status.GRADER_FAILED) from None
         finally:
             await kernel.stop()
 

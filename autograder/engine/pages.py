@@ -26,7 +26,7 @@ from typing import Callable, Mapping
 
 from autograder.core.results import GradeResult, Status, write_atomically
 from autograder.core.safe_output import page_head
-from course_runtime.language import ENGLISH, translate
+from course_runtime.language import ENGLISH, catalogue, template_parts, translate
 
 RECORDS = "page-records"            # <out>/page-records/<learner>/<assignment>/<page>.json
 RECORD_FORMAT = 1
@@ -42,8 +42,10 @@ _TEXT = {
                    "(not a PDF, a link or a zip of it).",
     "advice_older": "nothing: your newest attempt is the one graded.",
     "advice_link": "submit the notebook file itself.",
-    "advice_ask": "ask your instructor; this is about the grader, not your work, when the reason says \"internal "
-                  "error\" or \"the kernel did not start\", and it is graded again on the next run.",
+    "advice_ask": "if the reason is about your notebook (it used too much memory, time or output, or stopped the "
+                  "kernel), fix that and submit again; otherwise ask your instructor.",
+    "advice_grader": "nothing: this is about the grader, not your work, and your submission is graded again on the "
+                     "next run. Ask your instructor if this page stays.",
     "ended_error": "raised an error", "ended_timeout": "ran out of time", "ended_stopped": "stopped the kernel",
     "ended_not_run": "was not run", "ended_other": "failed to run",
     "whose_test": "test (the course's)", "whose_answer": "your answer", "whose_manual": "your answer (graded by hand)",
@@ -85,12 +87,12 @@ _TEXT = {
     "attempt": "{files} (submitted {when})", "graded_file": "Graded: {file}.", "changes": "What the grader changed", "as_graded": "Your notebook as graded",
     "not_graded_title": "{assignment}: not graded", "your_submission": "Your submission",
     "not_graded": "Feedback for {student}: your submission could not be graded.", "file": "File: {file}.",
-    "why": "Why: {why}", "advice": "What to do: {advice}",
+    "why": "Why: {why}", "advice": "What to do: {advice}", "grader_words": "the grader said (in English): {why}",
 }
 # What a learner whose submission could not be graded should do, by what became of it.
 _RESUBMIT = {Status.UNREADABLE: "advice_unreadable", Status.WRONG_NOTEBOOK: "advice_wrong",
              Status.NO_NOTEBOOK: "advice_none", Status.OLDER_ATTEMPT: "advice_older",
-             Status.SYMBOLIC_LINK: "advice_link"}
+             Status.SYMBOLIC_LINK: "advice_link", Status.GRADER_FAILED: "advice_grader"}
 _ENDED = {"error": "ended_error", "timeout": "ended_timeout", "stopped": "ended_stopped", "not run": "ended_not_run"}
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
@@ -378,11 +380,35 @@ def _status_page(record: dict, result: GradeResult) -> str:
         parts.append("<p>" + words(language, "file", file=f"<code>{attempt}</code>") + "</p>")
     if record["other_attempts"]:
         parts.append(f"<p>{_attempts(language, record)}</p>")
-    why = esc(translate(record["why"], "messages", language))
     advice = words(language, _RESUBMIT.get(result.kind, "advice_ask"))
-    parts.append("<p>" + words(language, "why", why=why) + "</p><p>"
+    parts.append("<p>" + words(language, "why", why=_reason_html(language, record["why"])) + "</p><p>"
                  + words(language, "advice", advice=esc(advice)) + "</p>")
     return "".join(parts) + "</body></html>\n"
+
+
+def _reason_html(language: str, why: str) -> str:
+    """Why a submission was not graded, as HTML: in English as the grader wrote it; in another language
+    the catalogue's sentence, where each value that stays English (an exception's text, the kernel's
+    log, a file name) is quoted apart as code, never set inside the sentence; a reason the catalogue
+    does not know is quoted whole after words that say it is the grader's."""
+    esc = html.escape
+    if language == ENGLISH:
+        return esc(why)
+    table = catalogue("messages", language)
+
+    def sentence(text: str) -> str | None:
+        reading = table.reading(text)
+        if reading is None:
+            return None
+        template, english = reading
+        return "".join(esc(piece) if name is None else value(english[name]) for piece, name in template_parts(template))
+
+    def value(text: str) -> str:
+        if not re.search("[A-Za-z]", text):          # numbers, sizes: part of the sentence
+            return esc(text)
+        return sentence(text.strip()) or f"<code>{esc(text.strip())}</code>"
+
+    return sentence(why) or words(language, "grader_words", why=f"<code>{esc(why)}</code>")
 
 
 def render_page(record: dict, result: GradeResult, *, automatic: float | None = None, manual: Mapping | None = None,

@@ -326,12 +326,12 @@ class SandboxedKernel:
         except (RuntimeError, TimeoutError, OSError) as error:
             log = self.log_tail()
             await self.stop()
-            raise KernelDidNotStart(f"the kernel did not start ({error})" + (f": {log}" if log else "")) from None
+            raise KernelDidNotStart(stop_reasons.did_not_start(str(error), log)) from None
         self._reader = asyncio.ensure_future(self._read_iopub())
         installed = await self.run(INSTALL_AGENT, self.limits.startup_timeout, silent=True)
         if not installed.ok:
             await self.stop()
-            raise KernelDidNotStart(f"the kernel did not start (the grading agent failed: {installed.reason})")
+            raise KernelDidNotStart(stop_reasons.agent_failed(installed.reason))
         self.deadline = time.monotonic() + self.limits.notebook_timeout
 
     async def _start_relay(self, grader_side: Path) -> str:

@@ -1,14 +1,15 @@
 """What a learner reads when the grading kernel stops or a request to it is cut short, in one place.
 
-:mod:`autograder.engine.runner` and :mod:`autograder.engine.relay` say why a kernel was stopped with
-these words, :mod:`autograder.engine.referee` why a test's request to the learner's code got no answer
-and :mod:`autograder.engine.grade_one` why a cell did not run. They are kept in this one module so that
+:mod:`autograder.engine.runner` and :mod:`autograder.engine.relay` say why a kernel was stopped or did
+not start with these words, :mod:`autograder.engine.referee` why a test's request to the learner's code
+got no answer and :mod:`autograder.engine.grade_one` why a cell did not run or the grader failed. They are kept in this one module so that
 ``python -m autograder i18n update`` can collect its sentences whole (``LEARNER_TEXT`` in :mod:`autograder.course.i18n.runtime_text`). They reach the
 learner's feedback page, which shows them in the notebook's language (:mod:`autograder.engine.pages`
 looks each up in ``course_runtime``'s ``messages`` catalogue). Each is an English f-string whose
 placeholders are plain names, so that its catalogue entry is a template (flagged ``course-pattern``:
 ``"the kernel stopped: {why}"`` -> ``"内核停止了：{why}"``), and a filled-in value that is itself one of
-these words (``why``) is translated in turn.
+these words (``why``) is translated in turn. A value that is not (an exception's text, the kernel's
+log) is detail: the page shows it quoted, apart from the sentence (:mod:`autograder.engine.pages`).
 """
 
 from __future__ import annotations
@@ -129,3 +130,28 @@ def slow_test(timeout: float) -> str:
 def odd_reply(status: object) -> str:
     """The kernel answered an execution with a status other than ``ok`` or ``error``."""
     return f"the kernel answered {status!r}"
+
+
+def did_not_start(error: str, log: str = "") -> str:
+    """The kernel did not start: ``error`` is what failed, ``log`` the end of the kernel's log ("" when
+    it wrote none). The English words are also how an older result says the grader failed
+    (:data:`autograder.core.results._PREVIOUS_FORMAT_FAILURES`).
+
+    Example:
+        >>> did_not_start("TimeoutError: no reply")
+        'the kernel did not start (TimeoutError: no reply)'
+    """
+    if log:
+        return f"the kernel did not start ({error}): {log}"
+    return f"the kernel did not start ({error})"
+
+
+def agent_failed(why: str) -> str:
+    """The kernel started but the grading agent could not be installed in it, for ``why``."""
+    return f"the kernel did not start (the grading agent failed: {why})"
+
+
+def internal_error(detail: str) -> str:
+    """The grader itself failed (its referee, or an error of its own): ``detail`` says what, in the
+    grader's words, for the instructor."""
+    return f"internal error: {detail}"

@@ -320,11 +320,15 @@ def _is_code(label: str) -> bool:
     return re.search(r"\w \(", expression) is None
 
 
-def grader_strings(source: str, parts: tuple[str, ...] | None = None) -> list[tuple[str, bool]]:
+def grader_strings(source: str, parts: tuple[str, ...] | None = None, *,
+                   instructor_errors: bool = False) -> list[tuple[str, bool]]:
     """The sentences a learner reads from one of the grader's modules (:data:`LEARNER_TEXT`): every
-    string or f-string with a space and words in it, docstrings aside, in the module-level functions,
-    classes and assignments named ``parts`` (None: the whole module), with the strings of the names
-    they format (a placeholder's value is translated in turn where it is shown)."""
+    string or f-string with a space and words in it, docstrings aside (and with ``instructor_errors``,
+    ``raise UsageError(...)``: the command line of ``grade``), in the module-level functions, classes
+    and assignments named ``parts`` (None: the whole module), with the strings of the names they format (a placeholder's
+    value is translated in turn where it is shown). Strings added to other values are one sentence
+    (:func:`_summed`): ``"no notebooks found (found " + names + ")"`` is the pattern
+    ``"no notebooks found (found {names})"``."""
     import ast
 
     tree = ast.parse(source)
@@ -332,17 +336,55 @@ def grader_strings(source: str, parts: tuple[str, ...] | None = None) -> list[tu
     chosen = [node for node in tree.body if parts is None or _defines(node) & set(parts)]
     docstrings = {id(node.value) for root in chosen for node in ast.walk(root)
                   if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
-    inside_fstrings = {id(v) for root in chosen for node in ast.walk(root) if isinstance(node, ast.JoinedStr)
-                       for v in ast.walk(node) if v is not node}
+    skipped = {id(v) for root in chosen for node in ast.walk(root)
+               if isinstance(node, ast.JoinedStr) or (instructor_errors and _raises_usage_error(node))
+               for v in ast.walk(node) if v is not node}
     found: dict[str, bool] = {}
     for root in chosen:
         for node in ast.walk(root):
-            if id(node) in docstrings or id(node) in inside_fstrings or _string_value(node) is None:
+            if id(node) in skipped:
                 continue
-            for text, is_pattern in program.strings(node):
+            summed = _summed(node)
+            if summed is not None:
+                texts = [summed]
+                skipped |= {id(v) for v in ast.walk(node)}
+            elif id(node) in docstrings or _string_value(node) is None:
+                continue
+            else:
+                texts = program.strings(node)
+            for text, is_pattern in texts:
                 if " " in text.strip() and _is_words(text):
                     found.setdefault(text, is_pattern)
     return list(found.items())
+
+
+def _raises_usage_error(node: "ast.AST") -> bool:
+    """``raise UsageError(...)``: the command line's error, which the instructor reads."""
+    import ast
+
+    return (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)
+            and getattr(node.exc.func, "id", getattr(node.exc.func, "attr", "")) == "UsageError")
+
+
+def _summed(node: "ast.AST") -> tuple[str, bool] | None:
+    """A sum of strings and other values that holds a string and a value that is none (``"a " + b``)
+    as one pattern, each value a placeholder; None for anything else."""
+    import ast
+
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+        return None
+    terms, pending = [], [node]
+    while pending:
+        term = pending.pop()
+        if isinstance(term, ast.BinOp) and isinstance(term.op, ast.Add):
+            pending += [term.right, term.left]
+        else:
+            terms.append(term)
+    pieces = [_string_value(term) for term in terms]
+    if all(piece is None for piece in pieces) or all(piece is not None for piece in pieces):
+        return None
+    return "".join(("{" + ast.unparse(term) + "}") if piece is None else piece[0] if piece[1]
+                   else piece[0].replace("{", "{{").replace("}", "}}") for term, piece in zip(terms, pieces)), True
 
 
 def _defines(node: "ast.AST") -> set[str]:
@@ -357,7 +399,8 @@ def _defines(node: "ast.AST") -> set[str]:
 
 #: The grader's modules whose words a learner reads, and the parts of each that say them (None: all of
 #: it): ``validate``'s report, the source check's flags and notes, the guard's sentence, what feedback
-#: says in place of a hidden test's text, the notes of a notebook rebuilt on the plan.
+#: says in place of a hidden test's text, the notes of a notebook rebuilt on the plan, why a submission
+#: was not graded.
 LEARNER_TEXT = {
     "autograder/engine/validate.py": ("_missing_for_validate", "_validation_plan", "ALL_PASS", "NOT_READY", "_points",
                                       "_check", "_repaired_but_passing"),
@@ -366,10 +409,16 @@ LEARNER_TEXT = {
     "autograder/engine/plan.py": ("assemble", "_LearnerCells", "_planned_cell"),
     "course_runtime/errors.py": None,
     "autograder/engine/pages.py": ("_TEXT",),
-    "autograder/engine/grade_one.py": ("_wrong_notebook", "_not_submitted", "run_notebook"),
+    "autograder/engine/grade_one.py": ("_wrong_notebook", "_not_submitted", "run_notebook", "_read_submitted"),
+    # why a submission was not graded, on its page (the instructor's command-line errors aside)
+    "autograder/engine/submissions.py": ("newest_attempts_first", "Catalogue", "collect_submissions"),
+    "autograder/engine/batch.py": ("_plans", "_triage"),
     "autograder/engine/stop_reasons.py": None,
     "autograder/engine/preflight.py": ("checkout_problem", "preflight_fix"),
 }
+#: Of those, the modules whose ``raise UsageError(...)`` the instructor reads (``grade``'s command line),
+#: not a learner (``validate``'s are the learner's).
+_INSTRUCTOR_ERRORS = {"autograder/engine/submissions.py"}
 
 
 def runtime_messages(root: Path = REPO_ROOT) -> dict[str, list[tuple[str, bool]]]:
@@ -401,7 +450,7 @@ def runtime_messages(root: Path = REPO_ROOT) -> dict[str, list[tuple[str, bool]]
             messages.setdefault(text, is_pattern)
     for relative, parts in LEARNER_TEXT.items():
         for source in module(relative):
-            for text, is_pattern in grader_strings(source, parts):
+            for text, is_pattern in grader_strings(source, parts, instructor_errors=relative in _INSTRUCTOR_ERRORS):
                 messages.setdefault(text, is_pattern)
     return {"figures": list(figures.items()) + _COMPUTED_FIGURE_STRINGS, "messages": list(messages.items())}
 
