@@ -695,7 +695,7 @@ def test_the_honest_04_learners_wrote_working_code(learner):
     heads = ns["split_heads"](x, 3)
     assert torch.equal(heads, x.view(2, 5, 3, 4).transpose(1, 2)) and torch.equal(ns["merge_heads"](heads), x)
     mine, reference = ns["MultiHeadAttention"](12, 3), Reference(12, 3)
-    mine.load_state_dict(reference.state_dict())
+    reference.load_state_dict(mine.state_dict())   # the library stacks separate q/k/v weights into its qkv_proj
     mask = torch.rand(5, 7) > 0.3
     mask[:, 0] = True
     for ctx in (None, context):
