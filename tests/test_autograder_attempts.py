@@ -228,30 +228,65 @@ def test_validate_says_plainly_that_tests_pass_on_updated_cells_and_what_to_down
     assert "exercises/03-scaling-and-masks/scaling_and_masks.ipynb" in text and "you may submit" in text
 
 
+def _grade_download(course: Path, folder: Path, entries: list[tuple[str, str | bytes]]) -> tuple[Path, int, str, dict]:
+    """Grade a Canvas download of ``entries`` (name, content) through the command line: the output
+    folder, the exit status, what it printed and the rows of grades.csv by student."""
+    import contextlib
+    import io
+
+    archive = folder / "submissions.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for name, data in entries:
+            zf.writestr(zipfile.ZipInfo(name, date_time=TIMES[1]), data)
+    out, printed = folder / "out", io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = main(["--root", str(course), "grade", str(archive), "--assignment", ASSIGNMENT, "--out", str(out),
+                       "--no-progress", "--jobs", "2", *LIMITS])
+    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+        return out, status, printed.getvalue(), {r["student"]: r for r in csv.DictReader(handle)}
+
+
 @pytest.mark.slow
-def test_a_learner_whose_upload_is_not_a_notebook_gets_a_row_saying_what_to_hand_in(course, tmp_path, capsys):
+def test_a_learner_whose_upload_is_not_a_notebook_gets_a_row_saying_what_to_hand_in(course, tmp_path):
     """A Canvas entry `mallory_3_3_<long name>.txt` (the wrong file uploaded) is a row of its own and
     counts among the submissions; a learner who uploaded a notebook and a .txt gets the notebook's row."""
     full = edited(course / "solutions" / ASSIGNMENT / NOTEBOOK, {"softmax": GOOD_SOFTMAX, "scale": GOOD_SCALE})
     wrong = "mallory_3_3_" + "my answers to the transformer exercise written as plain text " * 3 + ".txt"
     entries = [("smithjane_123_900_fixture.ipynb", full), ("smithjane_123_901_notes.txt", "notes"),
                (wrong, "softmax is exp over sum")]
-    archive = tmp_path / "submissions.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        for name, text in entries:
-            zf.writestr(zipfile.ZipInfo(name, date_time=TIMES[1]), text)
-    out = tmp_path / "out"
-    status = main(["--root", str(course), "grade", str(archive), "--assignment", ASSIGNMENT, "--out", str(out),
-                   "--no-progress", "--jobs", "2", *LIMITS])
-    said = capsys.readouterr().out
+    out, status, said, rows = _grade_download(course, tmp_path, entries)
     assert status == 1 and "graded 1 of 2 submissions" in said
-    with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
-        rows = {r["student"]: r for r in csv.DictReader(handle)}
     assert sorted(rows) == ["mallory", "smithjane"] and rows["smithjane"]["score"] == "3"
     status_text = rows["mallory"]["status"]
-    assert status_text.startswith("the upload is not a notebook (mallory_3_3_my answers") , status_text
-    assert status_text.endswith(".txt); hand in the .ipynb file") and rows["mallory"]["lms_id"] == "3"
+    assert status_text.startswith("the upload mallory_3_3_my answers") , status_text
+    assert status_text.endswith(".txt is not a notebook but a text file: hand in the .ipynb file")
+    assert rows["mallory"]["lms_id"] == "3"
     assert "hand in the .ipynb file" in page(out, "mallory #3", "not-graded.html")
+
+
+def test_an_upload_that_is_not_a_notebook_is_a_row_saying_what_it_holds(course, tmp_path):
+    """Whatever a learner uploaded, the row and the page say what it is and what to hand in: a zip of a
+    folder holding the notebook is named as such (its notebook is not graded: the learner is asked for
+    the file itself), as are a PDF, a Python file and a notebook saved under another name."""
+    with zipfile.ZipFile(work := tmp_path / "work.zip", "w") as zf:
+        zf.writestr("work/fixture.ipynb", (course / "exercises" / ASSIGNMENT / NOTEBOOK).read_text(encoding="utf-8"))
+        zf.writestr("__MACOSX/work/._fixture.ipynb", "metadata")
+    notebook = (course / "exercises" / ASSIGNMENT / NOTEBOOK).read_text(encoding="utf-8")
+    entries = [("grace_108_5008_work.zip", work.read_bytes()), ("pat_109_5009_fixture.pdf", b"%PDF-1.7 ..."),
+               ("quinn_110_5010_fixture.py", b"def scale(scores, d_k):\n    return scores\n"),
+               ("rosa_111_5011_fixture.ipynb.json", notebook.encode())]
+    out, status, said, rows = _grade_download(course, tmp_path, entries)
+    assert status == 1 and "graded 0 of 4 submissions" in said
+    expected = {"grace": "the upload grace_108_5008_work.zip is not a notebook but a zip holding work/fixture.ipynb: "
+                         "upload the .ipynb file itself, not a zip",
+                "pat": "the upload pat_109_5009_fixture.pdf is not a notebook but a PDF: hand in the .ipynb file",
+                "quinn": "the upload quinn_110_5010_fixture.py is not a notebook but a Python file: "
+                         "hand in the .ipynb file",
+                "rosa": "the upload rosa_111_5011_fixture.ipynb.json is not a notebook but a notebook whose name "
+                        "does not end in .ipynb: hand in the .ipynb file"}
+    assert {student: row["status"] for student, row in rows.items()} == expected
+    said = page(out, "grace #108", "not-graded.html")
+    assert "a zip holding work/fixture.ipynb: upload the .ipynb file itself, not a zip" in said, said
 
 
 @pytest.mark.slow

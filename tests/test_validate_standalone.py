@@ -116,6 +116,43 @@ def test_unknown_assignments_and_missing_course_notebooks_say_what_to_do(learner
         validate(notebook, root=tmp_path / "empty")
 
 
+def test_a_file_that_is_not_a_notebook_says_what_it_is_and_what_to_validate(learner_root, tmp_path, capsys,
+                                                                            monkeypatch):
+    """A zip, a .txt: validate says what the file is and which file to check instead, exit status 2, with
+    or without --assignment (it said "cannot tell which assignment", then "'utf-8' codec can't decode"),
+    in the learner's language where it can be told: a Chinese notebook inside the zip, a ``zh`` folder,
+    ``$COURSE_LANGUAGE``."""
+    monkeypatch.delenv("COURSE_LANGUAGE", raising=False)
+    released = (learner_root / "exercises" / ASSIGNMENT / NOTEBOOK).read_text(encoding="utf-8")
+    chinese = json.loads(released)
+    chinese["metadata"]["course"] = {"language": "zh_CN"}
+    zipped = {"work.zip": released, "zh-work.zip": json.dumps(chinese)}
+    for name, text in zipped.items():
+        with zipfile.ZipFile(tmp_path / name, "w") as zf:
+            zf.writestr(f"work/{NOTEBOOK}", text)
+    (tmp_path / "answers.txt").write_text("softmax is exp over the sum of exps\n")
+    (tmp_path / "zh").mkdir()
+    (tmp_path / "zh" / "answers.txt").write_text("softmax\n")
+    inside = (f"work.zip is not a notebook but a zip holding work/{NOTEBOOK}: validate the .ipynb file inside it, "
+              "the notebook you will submit (and submit that file itself, not the zip)")
+    text = "answers.txt is not a notebook but a text file: validate the .ipynb notebook you will submit"
+    for args, said in [([tmp_path / "work.zip"], inside), ([tmp_path / "work.zip", "--assignment", ASSIGNMENT], inside),
+                       ([tmp_path / "answers.txt"], text), ([tmp_path / "answers.txt", "--assignment", ASSIGNMENT], text)]:
+        status = main(["--root", str(learner_root), "validate", *map(str, args), *LIMITS])
+        assert (status, capsys.readouterr().err.strip()) == (2, f"error: {said}")
+    in_chinese = {tmp_path / "zh-work.zip": f"zh-work.zip 不是笔记本，而是一个压缩包，里面是 work/{NOTEBOOK}：请对其中的 "
+                                            ".ipynb 文件运行 validate，也就是你要提交的那个笔记本（提交时也请提交这个文件本身，"
+                                            "不要提交压缩包）",
+                  tmp_path / "zh" / "answers.txt": "answers.txt 不是笔记本，而是一个文本文件：请对你要提交的 .ipynb 笔记本运行 validate"}
+    for path, said in in_chinese.items():
+        with pytest.raises(UsageError) as error:
+            validate(path, ASSIGNMENT, root=learner_root)
+        assert str(error.value) == said
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh_CN")
+    with pytest.raises(UsageError, match="^answers.txt 不是笔记本，而是一个文本文件"):
+        validate(tmp_path / "answers.txt", root=learner_root)
+
+
 # --- What an installed wheel ships and needs --------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ from autograder.core.errors import UsageError
 from autograder.core.files import MAX_NOTEBOOK_BYTES, REPO_ROOT, NotebookError, clean_text, read_notebook
 from autograder.core.files import assignment_notebooks, list_assignments
 from autograder.core.results import Status, learner_key, one_line
+from course_runtime.language import notebook_language
 
 ALL = "all"
 ZIP_MAX_BYTES = 2 * 1024 ** 3
@@ -150,6 +151,80 @@ def newest_attempts_first(found: list[Submission]) -> list[Submission]:
             submission.problem_kind = Status.OLDER_ATTEMPT
         ordered += group
     return ordered
+
+
+def _zipped_notebook_entries(path: Path) -> list[zipfile.ZipInfo]:
+    """The notebook entries of the zip at ``path`` (macOS metadata and hidden files left out), read from
+    its directory without extracting anything; empty when it is not a readable zip."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (OSError, ValueError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError):
+        return []
+    found = []
+    for info in infos:
+        parts = info.filename.replace("\\", "/").split("/")
+        if (not info.is_dir() and parts[-1].endswith(".ipynb") and parts[0] != "__MACOSX"
+                and not any(part.startswith(".") for part in parts)):
+            found.append(info)
+    return sorted(found, key=lambda info: info.filename)
+
+
+def zipped_notebooks(path: Path) -> list[str]:
+    """The notebooks inside the zip at ``path``, as their paths in the zip (``work/transformer_block.ipynb``);
+    empty when it holds none or is not a readable zip. Nothing is extracted: the grader does not grade a
+    notebook inside a learner's upload (the learner is asked for the file itself)."""
+    return [clean_text(info.filename.replace("\\", "/")) for info in _zipped_notebook_entries(path)]
+
+
+def upload_language(path: Path) -> str | None:
+    """The language (:func:`course_runtime.language.notebook_language`) of the first notebook inside the
+    zip at ``path`` that can be read, or None: what a message about that upload is written in."""
+    for info in _zipped_notebook_entries(path):
+        try:
+            with zipfile.ZipFile(path) as zf, zf.open(info) as entry:
+                data = entry.read(MAX_NOTEBOOK_BYTES + 1)
+            notebook = json.loads(data) if len(data) <= MAX_NOTEBOOK_BYTES else None
+            if isinstance(notebook, dict) and isinstance(notebook.get("cells"), list):
+                return notebook_language(notebook)
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError, zipfile.BadZipFile,
+                zipfile.LargeZipFile, NotImplementedError, RuntimeError):
+            continue
+    return None
+
+
+def not_a_notebook(path: Path) -> str | None:
+    """What the file at ``path`` is when it is not a notebook, in words a learner reads (``"a zip holding
+    work/transformer_block.ipynb"``, ``"a PDF"``, ``"a text file"``, ...); None for a file named ``.ipynb``
+    that is not a zip, a PDF or a web page (reading it as a notebook says what is wrong with it)."""
+    if zipfile.is_zipfile(path):
+        inside = zipped_notebooks(path)
+        return f"a zip holding {', '.join(inside)}" if inside else "a zip holding no notebook"
+    try:
+        with open(path, "rb") as file:
+            head = file.read(1 << 16)
+    except OSError:
+        return None if path.suffix == ".ipynb" else "a file that cannot be read"
+    suffix = path.suffix.lower()
+    if head.startswith(b"%PDF") or suffix == ".pdf":
+        return "a PDF"
+    if head.lstrip().lower().startswith((b"<!doctype html", b"<html")) or suffix in (".html", ".htm"):
+        return "a web page (HTML)"
+    if path.suffix == ".ipynb":
+        return None
+    try:
+        read_notebook(path)
+        return "a notebook whose name does not end in .ipynb"
+    except NotebookError:
+        pass
+    if suffix == ".py":
+        return "a Python file"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.start < len(head) - 3:            # not just a character cut at the end of what was read
+            return "a file of another kind"
+    return "a text file"
 
 
 def _visible(path: Path) -> bool:
@@ -507,8 +582,13 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
     for key, (who, files) in sorted(uploads.items()):
         if key not in have:  # a learner with a notebook too gets that notebook's row only
             names = ", ".join(clean_text(f.name) for f in files)
+            # what each file is (never None: none is named .ipynb)
+            found = (not_a_notebook(files[0]) if len(files) == 1
+                     else "; ".join(dict.fromkeys(map(not_a_notebook, files))))
+            advice = ("upload the .ipynb file itself, not a zip" if any(map(zipped_notebooks, files))
+                      else "hand in the .ipynb file")
             submissions.append(Submission(who[0], assignment if assignment != ALL else "", {}, files[-1],
-                                          f"the upload is not a notebook ({names}); hand in the .ipynb file",
+                                          f"the upload {names} is not a notebook but {found}: {advice}",
                                           lms_id=who[1], problem_kind=Status.NO_NOTEBOOK))
     if not submissions:
         raise UsageError(f"no notebooks found in {path}; expected <student>.ipynb files, "

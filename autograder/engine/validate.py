@@ -27,8 +27,9 @@ from autograder.engine.mounts import kernel_library
 from autograder.engine.plan import (PACKAGED_EXERCISES, TEST, AssignmentPlan, assemble, load_plan, load_released_plan,
                              released_assignments, released_folders)
 from autograder.engine.policy import enforce
-from autograder.engine.submissions import Catalogue, file_grade_ids, lms_file_stem
-from course_runtime.language import ENGLISH, notebook_language, translate_message
+from autograder.engine.submissions import (Catalogue, file_grade_ids, lms_file_stem, not_a_notebook, upload_language,
+                                           zipped_notebooks)
+from course_runtime.language import CHINESE, ENGLISH, get_language, notebook_language, translate_message
 
 # What running a notebook needs beyond the base dependencies: (module, distribution, lowest major
 # version); pyproject.toml's `validate` extra installs them.
@@ -131,11 +132,14 @@ EDITION_EXERCISES = {"zh_CN": "zh/exercises"}
 
 
 def _language_of(path: Path) -> str:
-    """The language of the notebook at ``path`` (English when it cannot be read)."""
+    """The language of the notebook at ``path``; for a file that is not one, that of a notebook inside
+    it (a zip), else Chinese under a ``zh`` folder (the Chinese edition's), else ``$COURSE_LANGUAGE``'s
+    (English when unset)."""
     try:
         return notebook_language(read_notebook(path))
     except (NotebookError, OSError):
-        return ENGLISH
+        pass
+    return upload_language(path) or (CHINESE if "zh" in path.resolve().parts else get_language())
 
 
 def _points(points: float) -> str:
@@ -165,8 +169,9 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
         on the course's current cells), in the notebook's language.
 
     Raises:
-        UsageError: if the file is missing, the packages of the ``validate`` extra are not installed,
-            or the assignment cannot be told or is unknown.
+        UsageError: if the file is missing or is not a notebook (a zip, a PDF, ...: the message says
+            what it is), the packages of the ``validate`` extra are not installed, or the assignment
+            cannot be told or is unknown.
     """
     path = Path(notebook)
     if not path.is_file():
@@ -182,6 +187,12 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
 def _check(path: Path, assignment: str | None, root: Path, limits: Limits,
            language: str) -> tuple[bool, list[str]]:
     """:func:`validate`'s work, said in English (:func:`validate` translates it)."""
+    what, file = not_a_notebook(path), path.name
+    if what and zipped_notebooks(path):
+        raise UsageError(f"{file} is not a notebook but {what}: validate the .ipynb file inside it, the notebook "
+                         "you will submit (and submit that file itself, not the zip)")
+    if what:
+        raise UsageError(f"{file} is not a notebook but {what}: validate the .ipynb notebook you will submit")
     missing = _missing_for_validate()
     if missing:
         needed, command = ", ".join(missing), _validate_install_command()
@@ -206,7 +217,6 @@ def _check(path: Path, assignment: str | None, root: Path, limits: Limits,
     exercise = f"{name}/{nb_plan.name}.ipynb"
     if assembly.matched == 0:
         return False, [f"none of the cells of {exercise} were found: is this the right notebook?", NOT_READY]
-    file = path.name
     lines = [f"checking {file} as {exercise} (against {origin})"]
     lines += [f"note: {note}" for note in assembly.notes]
     lines += [f"warning: {advice}" for advice in assembly.advice]   # costs nothing unless the tests run it
