@@ -203,3 +203,26 @@ def test_nbgrader_runs_through_the_autograder_without_the_venv_on_path(tmp_path)
     assert done.returncode == 0, done.stderr
     assert "There are 0 students in the database" in done.stdout
     assert (tmp_path / "home").is_dir(), "the gradebook lives in the grading home, not in the repository"
+
+
+def test_a_page_that_grading_changed_counts_as_updated_after_publishing(tmp_path):
+    """`grade` writes a re-graded learner's page itself, then publishing renders it again: a page that
+    changed this run (a resubmission, whose hand score is set aside) needs no second write, and the
+    trial's run printed "0 feedback pages updated". The count is of pages that differ from what the last
+    run published; a run that changes nothing counts none."""
+    from test_feedback_pages import graded_record, save
+
+    from autograder.engine.pages import write_feedback_pages
+    from autograder.instructor.after_grading import publish
+
+    record, result = graded_record("exercises", failing=True)
+    save(tmp_path, record, result)
+    publish(tmp_path, None)
+    assert publish(tmp_path, None).pages == 0, "nothing changed since the last run"
+    record, result = graded_record("exercises", failing=False)          # the resubmission, graded
+    page = save(tmp_path, record, result)
+    automatic = {(result.learner, result.assignment): result.score}
+    assert write_feedback_pages(tmp_path, [result], automatic=automatic) == (0, 0), "grading's page is current"
+    assert publish(tmp_path, None).pages == 1
+    assert "test passed" in (tmp_path / page).read_text(encoding="utf-8")
+    assert publish(tmp_path, None).pages == 0
