@@ -227,11 +227,29 @@ def test_the_labels_of_checks_are_messages_unless_they_are_code():
             'for kind in ["Pre-LN (first)", "Post-LN (last)"]:\n    check_close(y, r, name=f"{kind} output")\n'
             'check_answer(a, 1, name="answer_q1")\n'
             'module.register_buffer(name="not a label")\n'
-            'testing.check_tensor(x, name="scores (batched)")\n')
-    assert runtime_text.code_strings([code], figures=False) == [
+            'testing.check_tensor(x, name="scores (batched)")\n'
+            # one word: an English word is taken (issue 29: "prefill" stayed English), a name is not
+            'check_close(w, r, name="weights")\ncheck_shape(h, s, name="h_n")\ncheck_close(q, r, name="q")\n'
+            'phase = "prefill" if start == 0 else f"the chunk at {start}"\ncheck_close(o, r, name=f"output of {phase}")\n'
+            'for key in ["model", "optimizer"]:\n    check_close(c[key], r[key], name=key)\n')
+    assert sorted(runtime_text.code_strings([code], figures=False)) == sorted([
         ("block output", False), ("the logits of {call} against GPT-2", True), ("the logits of {call}", True),
         (" against GPT-2", False), ("scores (batched)", False), ("{kind} output", True), ("Pre-LN (first)", False),
-        ("Post-LN (last)", False)]
+        ("Post-LN (last)", False), ("weights", False), ("output of {phase}", True), ("the chunk at {start}", True),
+        ("prefill", False)])
+
+
+def test_the_graders_sentences_are_found_whole_and_the_instructors_errors_left_out():
+    """A reason the grader writes by adding strings to values (``"no notebooks found (found " + names +
+    ")"``) is one pattern, not two pieces that never match it; with ``instructor_errors``, the messages
+    of ``raise UsageError(...)`` (``grade``'s command line) are left out, and without, they are the
+    learner's (``validate``'s command line)."""
+    source = ('def find(folder, names):\n'
+              '    if not folder:\n        raise UsageError(f"no such folder: {folder}")\n'
+              '    return "no notebooks found (found " + (", ".join(names) or "nothing") + ")"\n')
+    found = runtime_text.grader_strings(source, instructor_errors=True)
+    assert found == [("no notebooks found (found {', '.join(names) or 'nothing'})", True)]
+    assert ("no such folder: {folder}", True) in runtime_text.grader_strings(source)
 
 
 def test_a_chinese_learner_reads_a_checks_label_in_chinese():
@@ -255,6 +273,10 @@ def test_a_chinese_learner_reads_a_checks_label_in_chinese():
         (lambda name: testing.check_shape(torch.zeros(3, 4), (3, 8), name=name), "the sentence embeddings", set()),
         (lambda name: testing.check_tensor(torch.zeros(2), name=name, dtype=torch.float64),
          "rope(q, positions) for float64 q", {"rope", "positions", "float64"}),
+        (lambda name: testing.check_close(torch.zeros(2), torch.ones(2), name=name), "weights", set()),
+        (lambda name: testing.check_close(torch.zeros(2), torch.ones(2), name=name), "output of prefill", set()),
+        (lambda name: testing.check_close(torch.zeros(2), torch.ones(2), name=name),
+         "output of the chunk at positions 3..5", set()),
     ]
     for check, label, code in shown:
         with pytest.raises(AssertionError) as raised:

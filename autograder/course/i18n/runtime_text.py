@@ -268,7 +268,8 @@ def _is_words(text: str) -> bool:
 def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]:
     """The strings that code shows: on figures, widgets and progress bars (``figures=True``), or in test
     messages (``assert`` messages, ``raise`` messages, ``hint=`` and ``mistakes=`` of the checks, and the
-    ``name=`` labels of the checks that are phrases, not code: :func:`_is_code`).
+    ``name=`` labels of the checks that are phrases, not code: :func:`_is_code`, or English words:
+    :func:`_label_words`).
     ``sources`` are read as one program (a page's cells): a string reaches a figure through the names
     it is bound to (:class:`_Program`), and ``interact``'s keywords name its sliders."""
     import ast
@@ -303,7 +304,27 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
                     # a message is a phrase; a lone word in a test cell is a name or a key
                     if _is_words(text) and (figures or " " in text.strip()) and not (is_label and _is_code(text)):
                         found.setdefault(text, is_pattern)
+                for text in _label_words(candidate, program) if is_label else []:
+                    found.setdefault(text, False)
     return list(found.items())
+
+
+def _label_words(label: "ast.AST", program: _Program) -> list[str]:
+    """The single English words a check's label shows: written as the label (``name="weights"``), or
+    chosen instead of a phrase for a value the label formats (``phase = "prefill" if start == 0 else
+    f"the chunk at ..."``, ``name=f"output of {phase}"``). A word in lower-case letters only: a name
+    with an underscore, a digit or a capital (``h_n``, ``q``, ``GPT``) is code and stays; a word that
+    a bare name stands for (``name=key`` over a checkpoint's keys) is not taken."""
+    import ast
+
+    words = [label.value] if isinstance(label, ast.Constant) else []
+    if isinstance(label, ast.JoinedStr) and not _is_code(_string_value(label)[0]):
+        for value in (v.value for v in label.values if isinstance(v, ast.FormattedValue)):
+            for bound in program._values(value, set()) if isinstance(value, ast.Name) else []:
+                if (isinstance(bound, ast.IfExp) and any(" " in text for branch in (bound.body, bound.orelse)
+                                                          for text, _ in [_string_value(branch) or ("", False)])):
+                    words += [branch.value for branch in (bound.body, bound.orelse) if isinstance(branch, ast.Constant)]
+    return [word for word in words if isinstance(word, str) and re.fullmatch(r"[a-z]{2,}", word)]
 
 
 def _is_code(label: str) -> bool:
