@@ -171,6 +171,8 @@ def _pattern(msgid: str) -> tuple[re.Pattern, list[str]]:
 # A word a reader would read as English: two letters or more, not part of code (``q_proj``,
 # ``torch.float32``, ``rope(``, ``float64``) and not inside backticks.
 _ENGLISH_WORD = re.compile(r"(?<![\w.`])[A-Za-z]{2,}(?![\w.(`])")
+# How many texts a catalogue remembers reading (each lookup tries every pattern that matches).
+_READINGS_KEPT = 20_000
 _HAN_SPACE = re.compile(r"(?<=[\u4e00-\u9fff]) (?=[\u4e00-\u9fff])")
 
 
@@ -257,6 +259,8 @@ class Catalogue:
             return _Reading(self.exact[text], 0, self.exact[text].replace("{", "{{").replace("}", "}}"), {})
         if text in self._found:
             return self._found[text]
+        if len(self._found) > _READINGS_KEPT:          # a kernel that draws changing titles for hours
+            self._found.clear()
         self._found[text] = None            # a value that is the whole text (``"{x}"``) stays as it is
         best = None
         for regex, names, template in self.patterns:
