@@ -287,6 +287,19 @@ def test_an_upload_that_is_not_a_notebook_is_a_row_saying_what_it_holds(course, 
     assert {student: row["status"] for student, row in rows.items()} == expected
     said = page(out, "grace #108", "not-graded.html")
     assert "a zip holding work/fixture.ipynb: upload the .ipynb file itself, not a zip" in said, said
+    assert "no notebook" not in said and "submit this assignment&#x27;s .ipynb file itself" in said, said
+
+
+def test_the_page_of_a_zipped_chinese_notebook_is_chinese(course, tmp_path):
+    """An upload that is not a notebook has no notebook to take the page's language from: a notebook
+    inside the zip gives it (a Chinese learner who zipped their work reads why in Chinese)."""
+    nb = json.loads((course / "exercises" / ASSIGNMENT / NOTEBOOK).read_text(encoding="utf-8"))
+    nb.setdefault("metadata", {})["course"] = {"language": "zh_CN"}
+    with zipfile.ZipFile(work := tmp_path / "work.zip", "w") as zf:
+        zf.writestr("work/fixture.ipynb", json.dumps(nb))
+    out, status, said, rows = _grade_download(course, tmp_path, [("grace_108_5008_work.zip", work.read_bytes())])
+    said = page(out, "grace #108", "not-graded.html")
+    assert "lang='zh-CN'" in said and "请提交本次作业的 .ipynb 文件本身" in said, said
 
 
 @pytest.mark.slow

@@ -25,9 +25,9 @@ from autograder.engine.disclosure import after_hidden_cell, runs_after_hidden_co
 from autograder.engine.mounts import kernel_library
 from autograder.engine.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
 from autograder.engine.policy import enforce
-from autograder.engine.submissions import Submission
+from autograder.engine.submissions import Submission, upload_language
 from autograder.engine.pages import record_path, render_page, save_record
-from course_runtime.language import ENGLISH, notebook_language, translate_message
+from course_runtime.language import ENGLISH, get_language, notebook_language, translate_message
 from course_runtime.wire import RELEASE_REQUEST
 
 GUARD_TIMEOUT_S = 30.0
@@ -393,13 +393,15 @@ def write_status_page(out_dir: Path, submission: Submission, result: GradeResult
 
 
 def submission_language(submission: Submission) -> str:
-    """The language of the first of the submission's notebooks that can be read (English when none can)."""
+    """The language of the first of the submission's notebooks that can be read; for an upload that is
+    not a notebook, that of a notebook inside it (a zip), else the course's (``$COURSE_LANGUAGE``, else
+    English)."""
     for file in submission.notebooks.values():
         try:
             return notebook_language(read_notebook(file))
         except NotebookError:
             continue
-    return ENGLISH
+    return upload_language(Path(submission.origin)) or get_language()
 
 
 def in_learners_language(cells, outcomes: list, notebook) -> list:

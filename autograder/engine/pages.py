@@ -38,8 +38,7 @@ _TEXT = {
                          "program). Open it in Jupyter or Colab; if it does not open, download your notebook "
                          "again (File > Download > .ipynb) and submit that file.",
     "advice_wrong": "you submitted the notebook of another assignment. Submit this assignment's notebook.",
-    "advice_none": "no notebook of this assignment was found in your submission. Submit the .ipynb file itself "
-                   "(not a PDF, a link or a zip of it).",
+    "advice_none": "submit this assignment's .ipynb file itself (not a PDF, a link or a zip of it).",
     "advice_older": "nothing: your newest attempt is the one graded.",
     "advice_link": "submit the notebook file itself.",
     "advice_ask": "if the reason is about your notebook (it used too much memory, time or output, or stopped the "
