@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted (Ctrl-C)", file=sys.stderr)
         return INTERRUPTED
     except (UsageError, ConfigError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(getattr(error, "said", None) or f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
     except NbgraderRunError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -148,6 +148,8 @@ def test_a_file_that_is_not_a_notebook_says_what_it_is_and_what_to_validate(lear
         with pytest.raises(UsageError) as error:
             validate(path, ASSIGNMENT, root=learner_root)
         assert str(error.value) == said
+    status = main(["--root", str(learner_root), "validate", str(tmp_path / "zh" / "answers.txt"), *LIMITS])
+    assert (status, capsys.readouterr().err.strip()) == (2, "错误：" + in_chinese[tmp_path / "zh" / "answers.txt"])
     monkeypatch.setenv("COURSE_LANGUAGE", "zh_CN")
     with pytest.raises(UsageError, match="^answers.txt 不是笔记本，而是一个文本文件"):
         validate(tmp_path / "answers.txt", root=learner_root)

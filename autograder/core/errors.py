@@ -2,7 +2,16 @@
 
 
 class UsageError(Exception):
-    """The command was called wrongly (a bad path, an unknown assignment); exit status 2."""
+    """The command was called wrongly (a bad path, an unknown assignment); exit status 2.
+
+    Attributes:
+        said: the whole line to print when it is already in the learner's language (``validate``);
+            None: the command line prints ``error: <message>``.
+    """
+
+    def __init__(self, message: str = "", *, said: str | None = None) -> None:
+        super().__init__(message)
+        self.said = said
 
 
 class NbgraderRunError(RuntimeError):

@@ -180,8 +180,14 @@ def validate(notebook: Path | str, assignment: str | None = None, *, root: Path 
     try:
         ok, lines = _check(path, assignment, Path(root), limits or Limits(), language)
     except UsageError as error:
-        raise UsageError(translate_message(str(error), language)) from None
+        message = translate_message(str(error), language)
+        raise UsageError(message, said=_error_line(message, language)) from None
     return ok, [translate_message(line, language) for line in lines]
+
+
+def _error_line(message: str, language: str) -> str:
+    """The line the command line prints for a :class:`UsageError` of ``validate``, in ``language``."""
+    return translate_message(f"error: {message}", language)
 
 
 def _check(path: Path, assignment: str | None, root: Path, limits: Limits,

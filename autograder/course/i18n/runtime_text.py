@@ -424,7 +424,7 @@ def _defines(node: "ast.AST") -> set[str]:
 #: was not graded.
 LEARNER_TEXT = {
     "autograder/engine/validate.py": ("_missing_for_validate", "_validation_plan", "ALL_PASS", "NOT_READY", "_points",
-                                      "_check", "_repaired_but_passing"),
+                                      "_check", "_repaired_but_passing", "_error_line"),
     "autograder/engine/disclosure.py": None,
     "autograder/engine/policy.py": ("_ALLOWED_TEXT", "Violation", "_Checker", "judge_cells", "enforce"),
     "autograder/engine/plan.py": ("assemble", "_LearnerCells", "_planned_cell"),
