@@ -177,6 +177,19 @@ def _step_rows(checkout: pathlib.Path, device, *, shape: str | dict = "gpt2-smal
     return rows
 
 
+
+def _earlier_sections(path: pathlib.Path, title: str, heading: str) -> str:
+    """The sections of earlier runs in ``path`` (everything after its title), to keep below a new run's."""
+    if not path.exists():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    if text.startswith(title):
+        text = text[len(title):]
+    text = text.strip("\n")
+    if text.startswith(heading):          # a rerun within the same minute replaces its own section
+        text = text[text.find("\n## ", 1) + 1:] if "\n## " in text else ""
+    return "\n" + text + "\n" if text else ""
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nanogpt", required=True, type=pathlib.Path, help="a nanoGPT checkout")
@@ -200,12 +213,16 @@ def main() -> None:
     data = "" if args.recipe == "step" else " --data tinyshakespeare.txt"
     rounds = "" if args.recipe == "step" else f" --rounds {args.rounds}"
 
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    title = f"# nanoGPT and this project, same recipe ({args.recipe}), side by side on {device_name(device)}"
+    heading = f"## {started}"
+    earlier = _earlier_sections(path, title, heading)
+
     def table(rows: list[str]) -> str:
-        date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         lines = [
-            f"# nanoGPT and this project, same recipe ({args.recipe}), side by side on {device_name(device)}", "",
-            f"{date}; {os.cpu_count()} logical CPUs; load average {load:.2f} at the end; torch {torch.__version__}; "
+            title, "", heading, "",
+            f"{os.cpu_count()} logical CPUs; load average {load:.2f} at the end; torch {torch.__version__}; "
             f"nanoGPT commit `{_commit(checkout)}`; command: "
             f"`python benchmarks/vs_nanogpt.py --nanogpt PATH{data} --recipe {args.recipe}{rounds}`", ""]
         if args.note:
@@ -213,8 +230,9 @@ def main() -> None:
         return "\n".join(lines + rows) + "\n"
 
     def save(rows: list[str]) -> None:
+        """This run's section first (rewritten after each round), the earlier runs' sections kept below it."""
         args.out.mkdir(parents=True, exist_ok=True)
-        path.write_text(table(rows), encoding="utf-8")
+        path.write_text(table(rows) + earlier, encoding="utf-8")
 
     if args.recipe == "step":
         rows = _step_rows(checkout, device)
