@@ -276,6 +276,19 @@ def test_moodle_export_is_keyed_by_email_and_needs_a_moodle_roster(tmp_path):
         export(out, fmt="moodle")
 
 
+def test_moodle_export_from_a_grading_worksheet_keeps_the_full_name_whole(tmp_path):
+    """A worksheet has one "Full name" column: the file says "Full name" instead of guessing where a given
+    name ends (a name such as 欧阳娜娜 or "Mary Ann Lee" cannot be split by a space)."""
+    out = tmp_path / "out"
+    save(out, result("Mary Ann Lee", "88", cells={**CELLS, "nb:manual_essay": 0.0}),
+         result("欧阳娜娜", "89", cells={**CELLS, "nb:manual_essay": 0.0}))
+    roster = write(tmp_path / "w.csv", "Identifier,Full name,Email address,Status,Grade\n"
+                                       "Participant 88,Mary Ann Lee,mal@uni.edu,,\nParticipant 89,欧阳娜娜,oy@uni.edu,,\n")
+    table = list(csv.reader(open(export(out, fmt="moodle", roster_path=roster).output, encoding="utf-8")))
+    assert table[0] == ["Email address", "Full name", "01-a"]
+    assert table[1:] == [["mal@uni.edu", "Mary Ann Lee", "5"], ["oy@uni.edu", "欧阳娜娜", "5"]]
+
+
 def test_moodle_says_what_an_empty_cell_does_and_can_leave_ungraded_learners_out(tmp_path):
     out = tmp_path / "out"
     save(out, result("Jane Smith", "31", cells=CELLS), result("John Doe", "32"))   # John waits for a hand grade

@@ -463,15 +463,19 @@ def _lms_rows(fmt: str, matching: Matching, roster: Roster | None, assignments: 
             rows.append([ids.get(c, "") for c in CANVAS_COLUMNS] + scores)
         return rows
     column = {"email": "Email address", "idnumber": "ID number"}[moodle_id]
-    rows = [[column, "First name", "Last name"] + [names.get(a, a) for a in assignments]]
+    # Moodle maps learners by the identifier column only; the name columns are for the instructor's eyes.
+    # A roster with first and last names (grades or participants export) keeps them apart; one with a full
+    # name only (a grading worksheet, a plain roster) is written as "Full name", never split by guesswork.
+    split = any(entry.fields.get("First name") or entry.fields.get("Last name") for entry, _ in matching.rows)
+    names_header = ["First name", "Last name"] if split else ["Full name"]
+    rows = [[column, *names_header] + [names.get(a, a) for a in assignments]]
     for entry, learners in matching.rows:
-        first, last = entry.fields.get("First name", ""), entry.fields.get("Last name", "")
-        if not (first or last):
-            first = entry.name
         scores = [_number(grades(learners[0] if learners else None, a).score) for a in assignments]
         if omit_ungraded and not any(scores):
             continue
-        rows.append([entry.fields.get(column, ""), first, last] + scores)
+        shown = ([entry.fields.get("First name", "") or entry.name, entry.fields.get("Last name", "")] if split
+                 else [entry.name])
+        rows.append([entry.fields.get(column, ""), *shown] + scores)
     return rows
 
 
