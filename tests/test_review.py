@@ -238,8 +238,8 @@ def test_the_page_fits_a_laptop_screen_with_the_rubric_beside_the_answer(course,
         texts = browser.run("return ['prompt', 'model', 'rubric', 'answer'].map((id) => document.getElementById(id).textContent)")
         assert not any("$" in text.replace("$...$", "") for text in texts), f"TeX left as source: {texts}"
         rows = browser.run("return [...document.querySelectorAll('#side .row')].map((r) => [r.className, r.textContent])")
-        assert [text for _, text in rows] == ["ann2 / 2", "bob\u2013 / 2", "cychanged, was 1"], rows
-        assert "changed" in rows[2][0] and "done" in rows[0][0], rows
+        assert [text for _, text in rows] == ["ann2 / 2", "bobblank\u2013 / 2", "cychanged, was 1"], rows
+        assert "changed" in rows[2][0] and "done" in rows[0][0] and "blank" in rows[1][0], rows
         assert "1 of 3 graded" in browser.run("return document.getElementById('progress').textContent")
         # a link in a learner's answer never carries the page's address (and its token) elsewhere
         assert browser.run("return document.querySelector('meta[name=referrer]').content") == "no-referrer"

@@ -31,7 +31,13 @@ function listRow(q, x, i) {
     const old = document.createElement("s"); old.textContent = s.points;
     score.append(t("changed_mark") + " ", old); row.title = t("changed_title");
   } else score.textContent = "\u2013 / " + q.max_points;
-  row.append(name, score); row.onclick = () => { li = i; show(); };
+  row.append(name);
+  // a blank answer waiting for its score says so in the list, before "0 to blank answers" is pressed
+  if (x.blank && !graded(q, x)) {
+    const mark = document.createElement("span"); mark.className = "mark"; mark.textContent = t("blank_mark");
+    row.classList.add("blank"); row.title = t("blank_title"); row.append(mark);
+  }
+  row.append(score); row.onclick = () => { li = i; show(); };
   return row;
 }
 function show() {

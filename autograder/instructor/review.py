@@ -88,6 +88,8 @@ TEXT = {
     "who": "{student} ({n} of {total})",
     "not_stored": "(the answer was not stored: grade this learner again with --regrade)",
     "blank": "(no answer: the cell is as released)",
+    "blank_mark": "blank",
+    "blank_title": "no answer: the cell is as released (\"0 to blank answers\" scores every such answer 0)",
     "changed_mark": "changed, was",
     "changed_title": "the answer changed since it was graded: grade it again",
     "changed_note": "The answer changed since it was graded ({points} points, not counted): grade it again.",
