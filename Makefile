@@ -34,15 +34,14 @@ site-assets: setup
 
 # The English site in _build/html, then the Chinese one in _build/html/zh from zh/ (regenerated from
 # the English pages and locales/; its chapters run again in Chinese (figures, widgets) with their own
-# execution cache, so a rebuild with unchanged code runs nothing). Each step prints its seconds. A
-# finished build leaves _build/book-inputs.sha256, the hash of the files it was built from: `make test`
-# reuses the build while that hash is current instead of building the book again.
+# execution cache). `python -m autograder book` first executes, in parallel (one kernel per core), the
+# chapters of both editions that their caches lack, so each Sphinx build only reads its cache and a
+# rebuild with unchanged code runs nothing; it prints each chapter's seconds per edition, each step's
+# and the total. A finished build leaves _build/book-inputs.sha256, the hash of the files it was built
+# from: `make test` reuses the build while that hash is current instead of building the book again.
 book: setup exercises site-assets
-	@rm -f _build/book-inputs.sha256
 	@start=$$(date +%s); $(PY) -m autograder i18n build && echo "book: zh/ written in $$(( $$(date +%s) - start )) s"
-	@start=$$(date +%s); $(VENV)/bin/jupyter-book build . --warningiserror --keep-going \
-		&& echo "book: English site built in $$(( $$(date +%s) - start )) s"
-	@start=$$(date +%s); $(PY) -m autograder i18n html && echo "book: Chinese site built in $$(( $$(date +%s) - start )) s"
+	$(PY) -m autograder book
 
 # After editing English prose: merge it into the Chinese catalogues (new paragraphs untranslated,
 # changed ones fuzzy), then show what is left to translate.

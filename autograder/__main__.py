@@ -122,6 +122,17 @@ def _parser() -> argparse.ArgumentParser:
     i18n.add_argument("out", nargs="?", type=Path, default=None, metavar="OUT",
                       help="for html: the --path-output of the English build (default: the repository)")
 
+    book = commands.add_parser(
+        "book", help="build both sites, each chapter executed once per edition, and print where the time went",
+        description="Execute the chapters that the English and Chinese execution caches lack, in parallel "
+                    "(longest first), then build the English site into OUT/_build/html and the Chinese one into "
+                    "OUT/_build/html/zh with warnings as errors; print each chapter's seconds per edition, the "
+                    "Sphinx builds' and the total. zh/ must be current (`i18n build`).")
+    book.add_argument("out", nargs="?", type=Path, default=None, metavar="OUT",
+                      help="where _build/ goes (default: the repository)")
+    book.add_argument("--workers", type=int, default=None, metavar="N",
+                      help="kernels at once (default: the number of cores)")
+
     validate = commands.add_parser(
         "validate", help="check a notebook before submitting it",
         description="Run a notebook the way the grader will, with the visible tests only, and say "
@@ -404,6 +415,16 @@ def _i18n(args: argparse.Namespace) -> int:
     return 1 if found else 0
 
 
+def _book(args: argparse.Namespace) -> int:
+    from autograder.course import book_build
+
+    built = book_build.build(args.out or args.root, args.root, workers=args.workers)
+    if built.returncode:
+        print(built.log[-6000:], file=sys.stderr)
+    print(book_build.time_table(built))
+    return built.returncode
+
+
 def _validate_isolation_note() -> None:
     """A learner's check gets one line, not the grader's warnings, when the kernel cannot be isolated
     (e.g. on Colab, or not as root): the visible tests and their verdicts are the same either way."""
@@ -434,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     args.root = args.root.resolve()
     handlers = {"generate": _generate, "normalize": _normalize, "grade": _grade, "merge": _merge,
                 "nbgrader": _nbgrader, "i18n": _i18n, "validate": _validate, "release": _release,
-                "export": _export, "review": _review, "policy": _policy}
+                "export": _export, "review": _review, "policy": _policy, "book": _book}
     try:
         return handlers[args.command](args)
     except GradingInterrupted as error:

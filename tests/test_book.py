@@ -3,8 +3,8 @@
 The build is slow (it executes every chapter), so it happens at most once per test session, and not at all
 when ``make book`` already built this tree's current content: ``build_book_once`` reuses the repository's
 ``_build/html`` when the stamp the build left (``edition.BUILD_STAMP``) holds the hash of the files the book
-is built from as they are now (``edition.book_inputs_key``); otherwise it builds, the way ``make book`` does,
-into the repository's ``_build`` (so the execution caches re-run only the chapters whose code changed) under
+is built from as they are now (``edition.book_inputs_key``); otherwise it builds with ``make book``'s own function
+(``autograder/course/book_build.py:build``) into the repository's ``_build`` (so the execution caches re-run only the chapters whose code changed) under
 a lock. ``tests/test_site.py`` (the browser test) loads the same ``_build/html``: whichever xdist worker asks
 first builds, the other waits for it (``conftest.run_once``).
 
@@ -20,16 +20,12 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
 from conftest import run_once
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-BUILD_TIMEOUT_S = 1500
-
-
 
 
 def _toc_files():
@@ -56,6 +52,8 @@ class BookBuild:
     seconds: float
     prebuilt: bool = False
     reused: bool = False           # make book's build of the same content
+    executed_by_sphinx: int = 0    # chapters a Sphinx build executed itself instead of reading the primed cache
+    priming_failures: int = 0
 
     @property
     def ok(self) -> bool:
@@ -67,10 +65,9 @@ _BUILDS: dict[str, BookBuild] = {}
 
 def build_book_once(tmp_path_factory) -> BookBuild:
     """The book built from the tree as it is now: the repository's ``_build`` when its stamp says it is current,
-    else built there (once per test session, see conftest.run_once) the way `make book` does.
-
-    ``make book`` runs ``jupyter-book build . --warningiserror --keep-going`` after fetching the
-    site assets (site/fetch_assets.py; the course_site extension fetches them itself when missing).
+    else built there (once per test session, see conftest.run_once) by ``make book``'s own function,
+    ``autograder/course/book_build.py:build`` (the chapters primed in parallel, then both Sphinx builds with
+    warnings as errors).
     """
     if "book" in _BUILDS:
         return _BUILDS["book"]
@@ -85,6 +82,7 @@ def build_book_once(tmp_path_factory) -> BookBuild:
     if not jupyter_book.exists():
         pytest.fail("jupyter-book is not installed in this environment: run `make setup`")
 
+    from autograder.course import book_build
     from autograder.course.i18n import edition
 
     def current(out: pathlib.Path) -> bool:
@@ -99,32 +97,21 @@ def build_book_once(tmp_path_factory) -> BookBuild:
         with open(out / "_build" / ".book-build.lock", "w") as lock:    # one build of this tree at a time
             fcntl.flock(lock, fcntl.LOCK_EX)
             if current(out):
-                return {"html": html, "returncode": 0, "log": "", "seconds": 0.0, "reused": True}
+                return {"html": html, "returncode": 0, "log": "", "seconds": 0.0, "reused": True,
+                        "executed_by_sphinx": 0, "priming_failures": 0}
             return build_into(out)
 
     def build_into(out: pathlib.Path) -> dict:
-        start = time.monotonic()
-        (out / edition.BUILD_STAMP).unlink(missing_ok=True)      # a failed build must not pass as current
-        try:
-            result = subprocess.run(
-                [str(jupyter_book), "build", str(ROOT), "--path-output", str(out),
-                 "--warningiserror", "--keep-going"],
-                capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-            returncode, log = result.returncode, result.stdout + result.stderr
-        except subprocess.TimeoutExpired as error:
-            returncode = -1
-            log = f"the build took more than {BUILD_TIMEOUT_S} s\n{error.stdout or ''}{error.stderr or ''}"
-        if returncode == 0:               # the Chinese site, into <html>/zh, with its own execution cache
-            zh_start = time.monotonic()
-            done = edition.build_html(out, ROOT, extra_args=("--warningiserror", "--keep-going"))
-            returncode, log = done.returncode, log + done.stdout + done.stderr
-            log += f"\nChinese site built in {time.monotonic() - zh_start:.0f} s\n"
-        return {"html": str(out / "_build" / "html"), "returncode": returncode, "log": log,
-                "seconds": time.monotonic() - start, "reused": False}
+        built = book_build.build(out, ROOT, progress=False)
+        return {"html": str(out / "_build" / "html"), "returncode": built.returncode,
+                "log": built.log + "\n" + book_build.time_table(built), "seconds": built.seconds,
+                "reused": False, "executed_by_sphinx": built.executed_by_sphinx,
+                "priming_failures": len(built.priming.failed)}
 
     built = run_once(tmp_path_factory, "book", build)
-    _BUILDS["book"] = BookBuild(pathlib.Path(built["html"]), built["returncode"], built["log"],
-                                built["seconds"], reused=built["reused"])
+    _BUILDS["book"] = BookBuild(pathlib.Path(built["html"]), built["returncode"], built["log"], built["seconds"],
+                                reused=built["reused"], executed_by_sphinx=built["executed_by_sphinx"],
+                                priming_failures=built["priming_failures"])
     return _BUILDS["book"]
 
 
@@ -158,6 +145,9 @@ def test_book_builds_with_warnings_as_errors(book):
     if book.prebuilt:
         pytest.skip(f"COURSE_BOOK_HTML is set: using the book already built in {book.html}")
     assert book.ok, "the book failed to build:\n" + book.log[-6000:]
+    assert book.executed_by_sphinx == book.priming_failures == 0, (
+        "every chapter should execute once per edition, while the caches are primed, and the Sphinx builds "
+        "only read them:\n" + book.log[-3000:])
     for stem in _toc_files():
         for page in (book.html / (stem + ".html"), book.html / "zh" / (stem + ".html")):
             assert page.exists(), f"{page.relative_to(book.html)} was not built"

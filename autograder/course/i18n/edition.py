@@ -224,7 +224,21 @@ def english_heading_ids(html: Path, root: Path = REPO_ROOT) -> dict[str, list[st
     return table
 
 
-def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def kernel_environment(out: Path, root: Path = REPO_ROOT) -> dict[str, str]:
+    """The variables a Chinese chapter's kernel gets: ``COURSE_LANGUAGE``, the CJK font of the site assets
+    under ``<out>/_build/site-assets`` (fetched if missing) in ``COURSE_CJK_FONT``, and an ``IPYTHONDIR``
+    whose profile loads :mod:`course_runtime.language`."""
+    sys.path.insert(0, str(root / "site"))
+    import fetch_assets  # noqa: E402  (site/ is not a package)
+
+    out = Path(out).resolve()
+    assets = fetch_assets.ensure_assets(out / "_build" / "site-assets", quiet=True)
+    return {"COURSE_LANGUAGE": LANGUAGE, "COURSE_CJK_FONT": str(fetch_assets.cjk_font(assets)),
+            "IPYTHONDIR": str(_kernel_profile(out / "_build" / "zh-ipython"))}
+
+
+def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...] = (),
+               inputs: str | None = None) -> subprocess.CompletedProcess:
     """Build the Chinese site into ``<out>/_build/html/zh`` next to the English one in ``<out>/_build/html``.
 
     Built after the English site, whose section ids the Chinese headings take (``#anchor`` links
@@ -233,7 +247,8 @@ def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...]
     loaded through ``$IPYTHONDIR``, the CJK font from the site assets in ``$COURSE_CJK_FONT``), with
     their own execution cache (:func:`execution_cache`). The code cells are the English ones.
 
-    On success it writes :func:`book_inputs_key` to ``<out>/`` :data:`BUILD_STAMP`.
+    On success it writes ``inputs`` (default: :func:`book_inputs_key` as the files are when it starts; a
+    caller that built the English site first passes the key it took before that) to ``<out>/`` :data:`BUILD_STAMP`.
 
     Returns:
         The finished ``jupyter-book build`` process (its return code and output).
@@ -243,11 +258,8 @@ def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...]
 
     import yaml
 
-    sys.path.insert(0, str(root / "site"))
-    import fetch_assets  # noqa: E402  (site/ is not a package)
-
     out = Path(out).resolve()
-    inputs = book_inputs_key(root)       # before the build: a file edited during it makes the stamp stale
+    inputs = inputs or book_inputs_key(root)    # before the build: a file edited during it makes the stamp stale
     (out / BUILD_STAMP).unlink(missing_ok=True)
     config = yaml.safe_load((root / ZH_ROOT / "_config.yml").read_text(encoding="utf-8"))
     cache = execution_cache(out, root)
@@ -271,10 +283,7 @@ def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...]
     ids = out / "_build" / "zh-heading-ids.json"
     ids.write_text(json.dumps(english_heading_ids(out / "_build" / "html", root), indent=1), encoding="utf-8")
     sphinx["config"]["course_site_heading_ids"] = str(ids)
-    assets = fetch_assets.ensure_assets(out / "_build" / "site-assets", quiet=True)
-    env = dict(os.environ, COURSE_LANGUAGE=LANGUAGE,
-               COURSE_CJK_FONT=str(fetch_assets.cjk_font(assets)),
-               IPYTHONDIR=str(_kernel_profile(out / "_build" / "zh-ipython")))
+    env = dict(os.environ, **kernel_environment(out, root))
     with tempfile.TemporaryDirectory(prefix="zh-book-") as tmp:
         config_path = Path(tmp) / "_config.yml"
         config_path.write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
