@@ -3,10 +3,10 @@
 The build is slow (it executes every chapter), so it happens at most once per test session, and not at all
 when ``make book`` already built this tree's current content: ``build_book_once`` reuses the repository's
 ``_build/html`` when the stamp the build left (``edition.BUILD_STAMP``) holds the hash of the files the book
-is built from as they are now (``edition.book_inputs_key``); otherwise it builds with ``make book``'s own function
-(``autograder/course/book_build.py:build``) into the repository's ``_build`` (so the execution caches re-run only the chapters whose code changed) under
-a lock. ``tests/test_site.py`` (the browser test) loads the same ``_build/html``: whichever xdist worker asks
-first builds, the other waits for it (``conftest.run_once``).
+is built from as they are now (``edition.book_inputs_key``); otherwise it builds with ``make book``'s own
+function (``autograder/course/book_build.py:build``) into the repository's ``_build`` (so the execution caches
+re-run only the chapters whose code changed) under a lock. ``tests/test_site.py`` (the browser test) loads the
+same ``_build/html``: whichever xdist worker asks first builds, the other waits for it (``conftest.run_once``).
 
 Set ``COURSE_BOOK_HTML=_build/html`` to point both at a book you have already built (for example by
 ``make book``) instead; the build test is then skipped, with that reason.

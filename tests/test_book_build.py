@@ -130,7 +130,8 @@ def test_a_failing_chapter_is_left_uncached_and_reported(tiny):
     built = book_build.BookBuild(priming, english_seconds=1.0, chinese_seconds=None, returncode=1, log="",
                                  seconds=2.0)
     table = book_build.time_table(built)
-    assert next(line for line in table.splitlines() if line.startswith("02-b")).count("failed (CellExecutionError)") == 2
+    row = next(line for line in table.splitlines() if line.startswith("02-b"))
+    assert row.count("failed (CellExecutionError)") == 2
     assert "cache hits: 2 of 4" in table and "Chinese site (Sphinx): not built" in table
 
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path, PurePosixPath
 
 from autograder.core.files import REPO_ROOT
@@ -163,8 +163,9 @@ def _previous_seconds(caches: dict[str, object]) -> dict[str, float]:
 def prime(editions: list[Edition], *, workers: int | None = None, progress: bool = True) -> Priming:
     """Execute, in parallel, every chapter of ``editions`` that its edition's cache lacks, and cache it.
 
-    The jobs run longest first (by the seconds the newest cache record of the same file name holds,
-    in either edition's cache; those without one first, in the tables of contents' order); ``workers`` defaults to the number of cores, at most
+    The jobs run longest first (by the seconds the newest cache record of the same file name holds, in
+    either edition's cache, or this priming's run of it in the other edition; those without either
+    first, in the tables of contents' order); ``workers`` defaults to the number of cores, at most
     the number of jobs, and each kernel gets ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` = cores // workers
     (at least 1), so the kernels together never run more threads than there are cores. Each chapter runs
     in a Python process of its own (:func:`execute_chapter`), whose environment its kernel inherits:
@@ -187,21 +188,29 @@ def prime(editions: list[Edition], *, workers: int | None = None, progress: bool
             except KeyError:
                 jobs.append((edition, path, execute.get("timeout"), bool(execute.get("allow_errors", False))))
     known = _previous_seconds(caches)
-    jobs.sort(key=lambda job: (job[1].name in known, -known.get(job[1].name, 0.0)))
     workers = max(1, min(workers or _cores(), len(jobs) or 1))
     threads = max(1, _cores() // workers)
-    if jobs:
-        with ThreadPoolExecutor(workers) as pool, tempfile.TemporaryDirectory(prefix="book-chapters-") as folder, \
-                tqdm(total=len(jobs), desc="executing chapters", unit="chapter", disable=not progress) as bar:
-            futures = {}
-            for number, (edition, path, timeout, allow_errors) in enumerate(jobs):
-                env = dict(os.environ, **edition.kernel_env, **{name: str(threads) for name in THREAD_VARIABLES})
-                result = Path(folder) / f"{number}.json"
-                futures[pool.submit(_execute, path, env, timeout, allow_errors, result)] = (edition, path)
-            for future in as_completed(futures):
-                edition, path = futures[future]
+    with ThreadPoolExecutor(workers) as pool, tempfile.TemporaryDirectory(prefix="book-chapters-") as folder, \
+            tqdm(total=len(jobs), desc="executing chapters", unit="chapter", disable=not (progress and jobs)) as bar:
+        running = {}
+
+        def start_next() -> None:
+            """Start the longest job by what is known now (an edition's run times its twin in the other)."""
+            job = min(jobs, key=lambda job: (job[1].name in known, -known.get(job[1].name, 0.0)))
+            jobs.remove(job)
+            edition, path, timeout, allow_errors = job
+            env = dict(os.environ, **edition.kernel_env, **{name: str(threads) for name in THREAD_VARIABLES})
+            result = Path(folder) / f"{len(runs) + len(running)}.json"
+            running[pool.submit(_execute, path, env, timeout, allow_errors, result)] = (edition, path)
+
+        for _ in range(min(workers, len(jobs))):
+            start_next()
+        while running:
+            for future in wait(running, return_when=FIRST_COMPLETED).done:
+                edition, path = running.pop(future)
                 seconds, error, text = future.result()
                 if error is None:
+                    known[path.name] = seconds
                     cache = caches[edition.name]
                     record = cache.add_nb_to_project(str(path))
                     cache.cache_notebook_bundle(
@@ -213,6 +222,8 @@ def prime(editions: list[Edition], *, workers: int | None = None, progress: bool
                 if progress:
                     bar.write(f"{edition.name} {path.stem}: " + (f"failed ({error}), left to the Sphinx build"
                                                                 if error else f"{seconds:.1f} s"))
+                if jobs:
+                    start_next()
     return Priming(runs, time.monotonic() - start, workers, threads)
 
 
