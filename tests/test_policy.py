@@ -224,7 +224,7 @@ def test_every_reader_of_a_cell_reads_magics_shell_lines_and_cell_magics_as_the_
     from autograder.course.i18n.runtime_text import code_strings
     from autograder.engine.cells import import_statements, python_source
     from autograder.engine.mounts import imported_modules
-    from autograder.instructor.similarity import chosen_names, normalised_tokens
+    from autograder.instructor.similarity_fingerprints import chosen_names, normalised_tokens
 
     cell = ('!pip install x\nfiles = !ls\n%time import transformer_core.attention\n'
             'import transformer_core.models\ndef f():\n    """Doc."""\n    plt.title("a title")\n')

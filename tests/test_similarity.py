@@ -17,6 +17,8 @@ import json
 import math
 import os
 import random
+import re
+import sys
 import time
 
 import pytest
@@ -27,9 +29,11 @@ from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.core.results import GradeResult, Status, load_results, result_path, write_atomically
 from autograder.engine.answers import load_answers, save_answers
 from autograder.engine.plan import assemble, load_plan
-from autograder.instructor.similarity import (MIN_SHARED, SOLUTION, THRESHOLD, build_report, chosen_names, code_in_text,
-                                              fingerprint_work, load_library, normalised_tokens, similarity_report,
-                                              winnow)
+from autograder.instructor.similarity import (MIN_SHARED, MIN_SHARED_SOLUTION, SOLUTION, THRESHOLD, build_report, fingerprint_work,
+                                              load_library, similarity_report)
+from autograder.instructor.similarity_fingerprints import chosen_names, normalised_tokens, winnow
+from autograder.instructor.similarity_given import code_in_text, course_code
+from fixtures.similarity_learners import FOLLOWER_09, FOLLOWER_10, HONEST_09, HONEST_10
 from test_review import browser  # noqa: F401 - the headless Chromium fixture
 
 ASSIGNMENT = "02-self-attention"
@@ -324,77 +328,11 @@ def test_a_class_of_300_is_compared_through_the_index():
 
 # --- Issue 31: code the hints spell out, or the chapter shows, counts as given ---------------------
 #
-# Learners of 09 and 04 who wrote their own code. HINTS_09 follows Part C's and E's hints line by line
-# and the formulas of Part D (before the given code was left out it stood at 56% against the published
-# solution, online softmax and sliding-window mask at 100%, as in issue 31); HINTS_04 types split, merge
-# and MultiHeadAttention as chapter 4 shows them (53%). The others solve each part in a style of their own.
+# Learners of 09, 10 and 04 who wrote their own code. FOLLOWER_09 (tests/fixtures/similarity_learners.py)
+# follows Part C's and E's hints line by line and the formulas of Parts D and H, FOLLOWER_10 types what
+# exercise 10's text spells out; HINTS_04 types split, merge and MultiHeadAttention as chapter 4 shows them.
+# The others solve each part in a style of their own (HONEST_09 and HONEST_10 every part, in the fixtures).
 
-HONEST_09_A = {
-    "attention_cost": '''def attention_cost(n_queries, n_keys, head_dim, n_heads=1, bytes_per_element=4):
-    qk = n_queries * n_keys * head_dim          # multiply-adds of Q K^T
-    pv = n_queries * n_keys * head_dim          # and of P V
-    flops = 2 * (qk + pv) * n_heads
-    tensors = [n_queries * head_dim, n_keys * head_dim, n_keys * head_dim,
-               n_queries * n_keys, n_queries * n_keys, n_queries * head_dim]
-    return {"flops": flops, "memory_bytes": sum(tensors) * n_heads * bytes_per_element}
-''',
-    "transformer_parameter_count": '''def transformer_parameter_count(d_model, n_heads, d_ff, n_encoder_layers, n_decoder_layers,
-                                vocab_size, share_source_target=True):
-    def linear(a, b):
-        return a * b + b
-    attn = 4 * linear(d_model, d_model)
-    ff = linear(d_model, d_ff) + linear(d_ff, d_model)
-    ln = 2 * d_model
-    enc = n_encoder_layers * (attn + ff + 2 * ln)
-    dec = n_decoder_layers * (2 * attn + ff + 3 * ln)
-    emb = vocab_size * d_model
-    if not share_source_target:
-        emb *= 2
-    return enc + dec + emb
-''',
-    "online_softmax": '''def online_softmax(scores, block_size):
-    n = scores.shape[-1]
-    running_m = torch.full(scores.shape[:-1], -math.inf, dtype=scores.dtype, device=scores.device)
-    running_l = torch.zeros(scores.shape[:-1], dtype=scores.dtype, device=scores.device)
-    ms, ls = [], []
-    for start in range(0, n, block_size):
-        chunk = scores[..., start:start + block_size]
-        new_m = torch.maximum(running_m, chunk.amax(dim=-1))
-        running_l = running_l * torch.exp(running_m - new_m) + torch.exp(chunk - new_m.unsqueeze(-1)).sum(dim=-1)
-        running_m = new_m
-        ms.append(running_m)
-        ls.append(running_l)
-    p = torch.exp(scores - running_m.unsqueeze(-1)) / running_l.unsqueeze(-1)
-    return p, torch.stack(ms, dim=-1), torch.stack(ls, dim=-1)
-''',
-    "blockwise_attention": '''def blockwise_attention(q, k, v, block_size):
-    d = q.shape[-1]
-    n_k = k.shape[-2]
-    m = torch.full(q.shape[:-1] + (1,), -math.inf, dtype=q.dtype, device=q.device)
-    l = torch.zeros(q.shape[:-1] + (1,), dtype=q.dtype, device=q.device)
-    acc = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=q.dtype, device=q.device)
-    for start in range(0, n_k, block_size):
-        kb = k[..., start:start + block_size, :]
-        vb = v[..., start:start + block_size, :]
-        s = q @ kb.transpose(-2, -1) / math.sqrt(d)
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        scale = torch.exp(m - m_new)
-        e = torch.exp(s - m_new)
-        l = l * scale + e.sum(dim=-1, keepdim=True)
-        acc = acc * scale + e @ vb
-        m = m_new
-    return acc / l
-''',
-    "sliding_window_mask": '''def sliding_window_mask(n, window, dilation=1):
-    i = torch.arange(n)[:, None]
-    j = torch.arange(n)[None, :]
-    offset = i - j
-    causal = offset >= 0
-    on_grid = offset % dilation == 0
-    near = offset <= (window - 1) * dilation
-    return causal & on_grid & near
-''',
-}
 HONEST_09_B = {
     "attention_cost": '''def attention_cost(n_queries, n_keys, head_dim, n_heads=1, bytes_per_element=4):
     per_head_macs = 2 * n_queries * n_keys * head_dim
@@ -469,61 +407,6 @@ HONEST_09_B = {
                 break
             mask[query, key] = True
     return mask
-''',
-}
-HINTS_09 = {
-    "attention_cost": '''def attention_cost(n_queries, n_keys, head_dim, n_heads=1, bytes_per_element=4):
-    qk = n_queries * n_keys * head_dim          # multiply-adds of Q K^T
-    pv = n_queries * head_dim * n_keys          # multiply-adds of P V
-    flops = 2 * (qk + pv) * n_heads
-    numbers = 2 * n_queries * head_dim + 2 * n_keys * head_dim + 2 * n_queries * n_keys
-    return {"flops": flops, "memory_bytes": numbers * n_heads * bytes_per_element}
-''',
-    "transformer_parameter_count": '''def transformer_parameter_count(d_model, n_heads, d_ff, n_encoder_layers, n_decoder_layers,
-                                vocab_size, share_source_target=True):
-    d = d_model
-    attention = 4 * d * d + 4 * d
-    ffn = d * d_ff + d_ff + d_ff * d + d
-    norm = 2 * d
-    encoder_layer = attention + ffn + 2 * norm
-    decoder_layer = 2 * attention + ffn + 3 * norm
-    embeddings = vocab_size * d if share_source_target else 2 * vocab_size * d
-    return n_encoder_layers * encoder_layer + n_decoder_layers * decoder_layer + embeddings
-''',
-    "online_softmax": '''def online_softmax(scores, block_size):
-    n = scores.shape[-1]
-    m = torch.full(scores.shape[:-1], float("-inf"), dtype=scores.dtype, device=scores.device)
-    l = torch.zeros(scores.shape[:-1], dtype=scores.dtype, device=scores.device)
-    max_list, sum_list = [], []
-    for start in range(0, n, block_size):
-        block = scores[..., start:start + block_size]
-        m_new = torch.maximum(m, block.amax(dim=-1))
-        l = l * torch.exp(m - m_new) + torch.exp(block - m_new[..., None]).sum(dim=-1)
-        m = m_new
-        max_list.append(m)
-        sum_list.append(l)
-    probs = torch.exp(scores - m[..., None]) / l[..., None]
-    return probs, torch.stack(max_list, dim=-1), torch.stack(sum_list, dim=-1)
-''',
-    "blockwise_attention": '''def blockwise_attention(q, k, v, block_size):
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    m = torch.full((*q.shape[:-1], 1), float("-inf"), dtype=q.dtype, device=q.device)
-    l = torch.zeros((*q.shape[:-1], 1), dtype=q.dtype, device=q.device)
-    o = torch.zeros((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=q.device)
-    for start in range(0, k.shape[-2], block_size):
-        k_b = k[..., start:start + block_size, :]
-        v_b = v[..., start:start + block_size, :]
-        s = q @ k_b.transpose(-2, -1) * scale
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        p = torch.exp(s - m_new)
-        l = l * torch.exp(m - m_new) + p.sum(dim=-1, keepdim=True)
-        o = o * torch.exp(m - m_new) + p @ v_b
-        m = m_new
-    return o / l
-''',
-    "sliding_window_mask": '''def sliding_window_mask(n, window, dilation=1):
-    offsets = torch.arange(n)[:, None] - torch.arange(n)[None, :]
-    return (offsets >= 0) & (offsets % dilation == 0) & (offsets <= (window - 1) * dilation)
 ''',
 }
 HONEST_04_A = {
@@ -652,7 +535,7 @@ HINTS_04 = {
 }
 
 
-@pytest.mark.parametrize("learner", [HONEST_09_A, HONEST_09_B, HINTS_09])
+@pytest.mark.parametrize("learner", [HONEST_09, HONEST_09_B, FOLLOWER_09])
 def test_the_honest_09_learners_wrote_working_code(learner):
     """Each part against an independent reference: closed forms, torch's softmax and attention, the
     real model's parameter count, the mask by its definition."""
@@ -708,54 +591,132 @@ def test_the_honest_04_learners_wrote_working_code(learner):
         assert ns["attention_parameter_count"](12, 3, kv, bias) == counted
 
 
+@pytest.mark.parametrize("assignment, notebook, learner", [
+    ("09-complexity", "complexity", "HONEST_09"), ("09-complexity", "complexity", "FOLLOWER_09"),
+    ("10-capstone-gpt", "capstone_gpt", "HONEST_10"), ("10-capstone-gpt", "capstone_gpt", "FOLLOWER_10")])
+def test_the_honest_09_and_10_learners_pass_every_visible_test(monkeypatch, assignment, notebook, learner):
+    """The fixtures' learners are correct: the released notebook, their answers typed in, runs top to
+    bottom with every visible test passing (the tests compare with torch and the measured runs)."""
+    import types
+
+    from autograder.engine.cells import python_source
+    from autograder.engine.plan import SOLUTION as SOLUTION_CELL
+
+    import fixtures.similarity_learners as learners
+
+    answers = getattr(learners, learner)
+    main = types.ModuleType("__main__")        # a notebook's namespace, as the test cells' stand-ins expect
+    main.get_ipython = lambda: None
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    cells = load_plan(assignment, REPO_ROOT).notebooks[notebook].cells
+    assert {c.key for c in cells if c.kind == SOLUTION_CELL and c.cell_type == "code"} == set(answers)
+    for cell in cells:
+        if cell.cell_type == "code":
+            source = answers[cell.key] if cell.kind == SOLUTION_CELL else cell.released
+            exec(compile(python_source(source), f"<{cell.key}>", "exec"), main.__dict__)
+
+
 def test_code_in_text_finds_code_blocks_and_inline_code():
     text = "Loop `for start in range(0, n, block_size)`, then:\n\n```python\nm = x.amax(-1)\n```\n"
     assert code_in_text(text) == ["m = x.amax(-1)\n", "for start in range(0, n, block_size)"]
 
 
-CLASSES = {"09-complexity": ("complexity", {"honest_a": HONEST_09_A, "honest_b": HONEST_09_B, "follower": HINTS_09}),
+CLASSES = {"09-complexity": ("complexity", {"honest_a": HONEST_09, "honest_b": HONEST_09_B, "follower": FOLLOWER_09}),
+           "10-capstone-gpt": ("capstone_gpt", {"honest": HONEST_10, "follower": FOLLOWER_10}),
            "04-multi-head-attention": ("multi_head_attention",
                                        {"honest_a": HONEST_04_A, "honest_b": HONEST_04_B, "follower": HINTS_04})}
 
 
+def _renamed(sources: dict[str, str]) -> dict[str, str]:
+    """A pasted solution disguised: every name it assigns renamed, a comment on every line."""
+    out = {}
+    for key, source in sources.items():
+        for name in sorted(set(re.findall(r"^\s*([a-z_]\w*)\s*=[^=]", source, re.MULTILINE)), key=len, reverse=True):
+            source = re.sub(rf"\b{name}\b", f"my_{name}", source)
+        out[key] = "\n".join(line + "  # mine" if line.strip() else line for line in source.split("\n"))
+    return out
+
+
 @pytest.fixture(scope="module")
 def given_batch(tmp_path_factory):
-    """09 and 04 graded in one folder: three honest learners each and one who pasted the solution."""
+    """09, 10 and 04 graded in one folder: honest learners, one who pasted the solution, one who pasted
+    it under other names, and the starter notebook handed in as released."""
     out = tmp_path_factory.mktemp("given")
     for assignment, (notebook, learners) in CLASSES.items():
-        for name, sources in [*learners.items(), ("paster", _solution_sources(assignment, notebook))]:
+        solution = _solution_sources(assignment, notebook)
+        for name, sources in [*learners.items(), ("paster", solution), ("renamer", _renamed(solution)),
+                              ("starter", {})]:
             store_graded(out, f"{assignment[:2]}-{name}", sources, assignment, notebook)
     return similarity_report(out, root=REPO_ROOT)
 
 
 @pytest.mark.parametrize("assignment", sorted(CLASSES))
-def test_code_the_hints_or_the_chapter_give_is_not_evidence_of_copying(given_batch, assignment):
-    """Issue 31: the learner who followed the hints (09) or the chapter (04) is not a near-copy of the
-    published solution, nor paired with another honest learner; the one who pasted the solution is."""
+def test_code_the_text_or_the_chapter_give_is_not_evidence_of_copying(given_batch, assignment):
+    """Issue 31: the learners who followed the text and hints (09, 10) or the chapter (04), and those who
+    wrote every part their own way, are not near-copies of the published solution, nor paired with each
+    other; the one who pasted the solution is, under other names too, and the starter matches nothing."""
     found = {(m.learner, m.other, m.kind): m for m in given_batch.matches if m.assignment == assignment}
-    paster = f"{assignment[:2]}-paster"
-    assert (paster, SOLUTION, "solution") in found and found[paster, SOLUTION, "solution"].overlap == 1.0, found
-    assert {learner for learner, _, _ in found} == {paster}, f"an honest learner is listed: {sorted(found)}"
-    assert {other for _, other, _ in found} <= {SOLUTION}, sorted(found)
+    copiers = {f"{assignment[:2]}-paster", f"{assignment[:2]}-renamer"}
+    for copier in copiers:
+        assert found.get((copier, SOLUTION, "solution")) is not None, sorted(found)
+        assert found[copier, SOLUTION, "solution"].overlap >= 0.9, found[copier, SOLUTION, "solution"]
+    assert {learner for learner, _, _ in found} == copiers, f"an honest learner is listed: {sorted(found)}"
+    assert {other for _, other, _ in found} <= copiers | {SOLUTION}, sorted(found)
+    starter = given_batch.works[assignment][f"{assignment[:2]}-starter"]
+    assert not starter.keys(), "the starter notebook has no fingerprint of its own"
+    solution = given_batch.solutions[assignment].keys()
+    for name in CLASSES[assignment][1]:
+        work = given_batch.works[assignment][f"{assignment[:2]}-{name}"]
+        overlap = len(work.keys() & solution) / len(work.keys() | solution)
+        assert overlap < THRESHOLD - 0.15, (name, overlap)     # well below the threshold
+    # 04's solution is mostly chapter 4's code; 09's and 10's keep plenty of their own to find a copy by
+    least = MIN_SHARED_SOLUTION if assignment.startswith("04") else 10 * MIN_SHARED
+    assert len(solution) >= least, f"the solution keeps {len(solution)} fingerprints of its own"
+
+
+def test_a_part_s_own_inline_code_is_given_whole_in_that_part_only():
+    """A span shorter than GIVEN_RUN counts in its own part's cell, not in another part's; a bare name,
+    a number, a shape or a comparison of the learner's names counts nowhere; an ellipsis cuts a span."""
+    from autograder.instructor.similarity_given import given_code
+
+    text = ("Call `loss.backward()` and `optimizer.step()` once. Names: `x`, `0`, `(B, T)`, `temperature == 0`; "
+            "load with `model.load_state_dict(...)`.")
+    given = given_code([], {"nb:step": [text], "nb:other": ["Nothing here."]})
+    learner = ("def step(m, opt, batch, temperature):\n    l = m(batch)\n    l.backward()\n    opt.step()\n"
+               "    m.load_state_dict(batch)\n    if temperature == 0:\n        return (batch, 0)\n    return l\n")
+    tokens = [t for t, _ in normalised_tokens(learner, chosen_names([learner]))]
+    mine = [t for t, c in zip(tokens, given.covered(tokens, "nb:step")) if c and t not in ("INDENT", "DEDENT")]
+    assert mine == ["V", ".", "backward", "(", ")", "V", ".", "step", "(", ")", "V", ".", "load_state_dict", "("]
+    assert not any(c for t, c in zip(tokens, given.covered(tokens, "nb:other")) if t not in ("INDENT", "DEDENT"))
+
+
+# The parts where issue 31 found the followers listed: 09's A to E, 10's new parts H, I and J, all of 04.
+LISTED_PARTS = {"09-complexity": ("attention_cost", "transformer_parameter_count", "online_softmax", "blockwise_attention",
+                                  "sliding_window_mask"),
+                "10-capstone-gpt": ("save_checkpoint", "matmul_weights", "final_loss"), "04-multi-head-attention": None}
 
 
 def test_the_honest_learners_were_listed_before_the_given_code_was_left_out(given_batch):
-    """The variants reproduce issue 31: over the parts they wrote, without leaving out the given code,
-    the learner who followed 09's hints and the one who typed chapter 4's code stand above the threshold
-    against the solution; with it left out, well below."""
-    from autograder.instructor.similarity import _plan_cells
-
-    def overlap(work, solution) -> float:
-        mine = work.keys()
-        theirs = {key for key in solution.keys() if key[0] in work.cells}
+    """The variants reproduce issue 31: over the parts where it found them, without leaving out the given
+    code, the learner who followed 09's text and the one who typed chapter 4's code stand above the
+    threshold against the solution (10's follower at 36% on H, I and J); with it left out, each drops by
+    at least 10 points, well below the threshold (09: 56% to 40%, 10: 36% to 21%)."""
+    def overlap(work, solution, parts) -> float:
+        mine = {key for key in work.keys() if parts is None or key[0].split(":")[1] in parts}
+        theirs = {key for key in solution.keys() if key[0] in work.cells and (parts is None or key[0].split(":")[1] in parts)}
         return len(mine & theirs) / len(mine | theirs)
 
     for assignment, (notebook, learners) in CLASSES.items():
-        templates, solution, _ = _plan_cells(assignment, REPO_ROOT)
+        templates, solution, _ = course_code(assignment, REPO_ROOT)
         cells = {f"{notebook}:{k}": v for k, v in learners["follower"].items()}
-        before = overlap(fingerprint_work("follower", cells, templates), fingerprint_work(SOLUTION, solution, templates))
-        after = overlap(given_batch.works[assignment][f"{assignment[:2]}-follower"], given_batch.solutions[assignment])
-        assert before >= THRESHOLD > after + 0.05, (assignment, before, after)
+        parts = LISTED_PARTS[assignment]
+        before = overlap(fingerprint_work("follower", cells, templates), fingerprint_work(SOLUTION, solution, templates),
+                         parts)
+        after = overlap(given_batch.works[assignment][f"{assignment[:2]}-follower"], given_batch.solutions[assignment],
+                        parts)
+        print(f"{assignment}: the follower's overlap with the solution {before:.0%} without the given code, {after:.0%} with it")
+        assert after + 0.1 <= before and after < THRESHOLD - 0.1, (assignment, before, after)
+        assert before >= THRESHOLD or assignment.startswith("10"), "09's and 04's followers were listed before"
 
 
 @pytest.mark.slow

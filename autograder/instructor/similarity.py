@@ -5,27 +5,19 @@ whose graded code cells are near-copies of another learner's, of the published s
 (``solutions/``) or of a function of the course library (``transformer_core/*.py``). The report
 flags work for a human to look at; it never changes a score.
 
-How code is compared (the winnowing of MOSS: Schleimer, Wilkerson and Aiken, "Winnowing: local
-algorithms for document fingerprinting", SIGMOD 2003):
+How code is compared:
 
-1. **Normalise.** Each cell is split into tokens with Python's :mod:`tokenize`. Comments, blank lines,
-   whitespace and docstrings (a statement that is only a string) are dropped; every string literal
-   becomes ``S``; every name the learner binds anywhere in the assignment (assigned variables,
-   parameters, functions, classes, ``import ... as`` names, attributes set with ``self.x = ...``)
-   becomes ``V``. Keywords, operators, numbers and names the learner did not choose (``torch``,
-   ``.transpose``, ``softmax``) stay. So renaming variables, rewording comments and re-indenting
-   change nothing.
-2. **Fingerprint.** Every run of :data:`K` consecutive tokens (a k-gram) is hashed; in every window of
-   :data:`WINDOW` consecutive hashes the smallest is kept. Two cells that share a run of at least
-   ``K + WINDOW - 1`` tokens share a fingerprint, and short coincidences (under ``K`` tokens) never do.
-3. **Subtract what everybody has.** Fingerprints of the released cell (the signature and stub every
+1. **Normalise and fingerprint** each cell (:mod:`~autograder.instructor.similarity_fingerprints`):
+   names the learner chose, comments, docstrings and whitespace do not count; winnowed fingerprints of
+   runs of :data:`K` tokens, as MOSS does.
+2. **Subtract what everybody has.** Fingerprints of the released cell (the signature and stub every
    learner starts from) are removed, and so are fingerprints found in the work of more than
    :data:`COMMON_SHARE` of the class (and more than :data:`COMMON_MIN` learners): an idiom is no
-   evidence. Nor is code the course gives (:func:`given_code`): the released notebook's other cells,
-   the code its hints spell out and the code cells of its chapter. A fingerprint is given when each of
-   its tokens lies in a run of :data:`GIVEN_RUN` tokens that the given code holds too, so a learner who
-   typed what the hints spell out is no copier, while what a solution adds to the hints still counts.
-4. **Compare through an index.** Learners are paired through an inverted index from fingerprint to
+   evidence. Nor is code the course gives (:mod:`~autograder.instructor.similarity_given`): the
+   released notebook's other cells, the code its text and hints spell out (a part's own inline code
+   whole) and the code cells of its chapter, so a learner who typed what the text spells out is no
+   copier, while what a solution adds to the text still counts.
+3. **Compare through an index.** Learners are paired through an inverted index from fingerprint to
    learners, so only pairs that share something are ever looked at (a class of 300 takes about a
    second, not the 44,850 comparisons of every pair).
 
@@ -41,27 +33,19 @@ found in the function is reported.
 from __future__ import annotations
 
 import ast
-import builtins
 import functools
 import html
-import io
-import keyword
-import re
 import textwrap
 import time
-import tokenize
-import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.core.files import REPO_ROOT
 from autograder.core.safe_output import csv_text, page_head
-from autograder.engine.cells import python_source
+from autograder.instructor.similarity_fingerprints import K, WINDOW, chosen_names
+from autograder.instructor.similarity_given import GivenCode, cell_fingerprints, course_code
 
-K = 12
-WINDOW = 6
-GIVEN_RUN = 8
 THRESHOLD = 0.5
 MIN_SHARED = 6
 MIN_SHARED_SOLUTION = 3
@@ -71,212 +55,9 @@ SOLUTION = "published solution"
 HTML_NAME = "similarity.html"
 CSV_NAME = "similarity.csv"
 CSV_COLUMNS = ["assignment", "learner", "other", "kind", "overlap", "shared", "cells"]
-_BUILTINS = frozenset(dir(builtins))
 
 
-# --- 1. Normalising and fingerprinting one cell -------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Names:
-    """The names a learner chose: bound names and attributes set on objects (see :func:`chosen_names`)."""
-
-    names: frozenset[str]
-    attributes: frozenset[str]
-
-
-def chosen_names(sources: list[str]) -> Names | None:
-    """The names bound in ``sources`` (one learner's cells), or None when none of them parses."""
-    names, attributes, parsed = set(), set(), False
-    for source in sources:
-        try:
-            tree = ast.parse(python_source(source, blank=True))
-        except (SyntaxError, ValueError):
-            continue
-        parsed = True
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-                names.add(node.id)
-            elif isinstance(node, ast.arg):
-                names.add(node.arg)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, ast.alias) and node.asname:
-                names.add(node.asname)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                names.add(node.name)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                attributes.add(node.attr)
-    return Names(frozenset(names), frozenset(attributes)) if parsed else None
-
-
-def normalised_tokens(source: str, chosen: Names | None) -> list[tuple[str, int]]:
-    """The tokens of ``source`` as compared, each with its line (1-based).
-
-    Args:
-        source: Python code (a notebook cell; magics are skipped).
-        chosen: the learner's names (:func:`chosen_names`), renamed to ``V``; None renames every
-            name that is not a keyword, a builtin or an attribute (code that does not parse).
-    """
-    out: list[tuple[str, int]] = []
-    line: list[tuple[str, int, int]] = []         # the current logical line: (text, line, token type)
-    previous = ""
-    fstring_depth = 0
-
-    def flush() -> None:
-        if line and not all(kind == tokenize.STRING for _, _, kind in line):   # a bare string: a docstring
-            out.extend((text, number) for text, number, _ in line)
-        line.clear()
-
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(python_source(source, blank=True)).readline):
-            kind, text, number = token.type, token.string, token.start[0]
-            if kind == getattr(tokenize, "FSTRING_START", -1):
-                fstring_depth += 1
-                if fstring_depth == 1:
-                    line.append(("S", number, tokenize.STRING))
-                continue
-            if kind == getattr(tokenize, "FSTRING_END", -1):
-                fstring_depth -= 1
-                continue
-            if fstring_depth:
-                continue
-            if kind in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER):
-                continue
-            if kind == tokenize.NEWLINE:
-                flush()
-                continue
-            if kind in (tokenize.INDENT, tokenize.DEDENT):
-                out.append((tokenize.tok_name[kind], number))
-                continue
-            if kind == tokenize.STRING:
-                text = "S"
-            elif kind == tokenize.NAME and not keyword.iskeyword(text):
-                if chosen is None:
-                    renamed = previous != "." and text not in _BUILTINS
-                elif previous == ".":
-                    renamed = text in chosen.attributes
-                else:
-                    renamed = text in chosen.names
-                previous = text
-                line.append(("V" if renamed else text, number, kind))
-                continue
-            previous = text
-            line.append((text, number, kind))
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        pass                                       # an unfinished cell: compare what was read
-    flush()
-    return out
-
-
-def winnow(hashes: list[int], window: int = WINDOW) -> list[int]:
-    """The positions the winnowing algorithm selects: the rightmost minimum of every window of
-    ``window`` consecutive hashes, each position once (one window when there are fewer)."""
-    selected: list[int] = []
-    for start in range(max(1, len(hashes) - window + 1)):
-        chunk = hashes[start:start + window]
-        if not chunk:
-            break
-        smallest = min(chunk)
-        position = start + len(chunk) - 1 - chunk[::-1].index(smallest)
-        if not selected or selected[-1] != position:
-            selected.append(position)
-    return selected
-
-
-def fingerprints(tokens: list[tuple[str, int]], k: int = K, window: int = WINDOW,
-                 given: "GivenCode | None" = None) -> dict[int, tuple[int, int]]:
-    """The winnowed fingerprints of a token sequence: hash -> (first line, last line) of its k-gram
-    (the first occurrence). Fewer than ``k`` tokens give none. With ``given``, the k-grams made of
-    given code (:meth:`GivenCode.covered`) are left out after winnowing (so that the positions chosen
-    do not depend on what is given)."""
-    ids = [zlib.crc32(text.encode("utf-8")) for text, _ in tokens]
-    grams = [hash(tuple(ids[i:i + k])) for i in range(len(ids) - k + 1)]
-    covered = given.covered([text for text, _ in tokens]) if given is not None else None
-    found: dict[int, tuple[int, int]] = {}
-    for position in winnow(grams, window) if grams else []:
-        if covered is not None and all(covered[position:position + k]):
-            continue
-        found.setdefault(grams[position], (tokens[position][1], tokens[position + k - 1][1]))
-    return found
-
-
-def cell_fingerprints(source: str, chosen: Names | None, given: "GivenCode | None" = None) -> dict[int, tuple[int, int]]:
-    """:func:`fingerprints` of one cell's :func:`normalised_tokens`, given code left out."""
-    return fingerprints(normalised_tokens(source, chosen), given=given)
-
-
-# --- 1b. Code the course gives -------------------------------------------------------------------
-
-_STRUCTURE = frozenset({"INDENT", "DEDENT"})
-_INLINE_CODE = re.compile(r"(`+)(.+?)\1", re.DOTALL)
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)^ {0,3}\1", re.DOTALL | re.MULTILINE)
-
-
-def code_in_text(markdown: str) -> list[str]:
-    r"""The code a Markdown text spells out: its fenced code blocks, then its inline code spans.
-
-    Example:
-        >>> code_in_text("Use `torch.maximum(a, b)`:\n```python\nm = x.amax(-1)\n```\n")
-        ['m = x.amax(-1)\n', 'torch.maximum(a, b)']
-    """
-    blocks = [m.group(2) for m in _FENCE.finditer(markdown)]
-    return blocks + [m.group(2).strip() for m in _INLINE_CODE.finditer(_FENCE.sub("", markdown))]
-
-
-@dataclass(frozen=True)
-class GivenCode:
-    """Code the course gives the learners of an assignment: the hashes of its runs of :data:`GIVEN_RUN`
-    tokens (indentation left out, names renamed as :func:`given_code` says)."""
-
-    runs: frozenset[int]
-
-    def covered(self, tokens: list[str]) -> list[bool]:
-        """For each of a learner's normalised ``tokens``: whether it lies in a run of given code
-        (indentation tokens always count as covered)."""
-        content = [i for i, text in enumerate(tokens) if text not in _STRUCTURE]
-        out = [text in _STRUCTURE for text in tokens]
-        ids = [zlib.crc32(tokens[i].encode("utf-8")) for i in content]
-        for start in range(len(ids) - GIVEN_RUN + 1):
-            if hash(tuple(ids[start:start + GIVEN_RUN])) in self.runs:
-                for i in content[start:start + GIVEN_RUN]:
-                    out[i] = True
-        return out
-
-
-def given_code(sources: list[str]) -> GivenCode:
-    """:class:`GivenCode` of ``sources`` (code cells, code a text spells out: pieces of Python).
-
-    A piece's names are renamed as a learner's own would be, since a learner types them as their own:
-    every name but the modules the pieces import, Python's builtins and keyword arguments (``dim=-1``)
-    that the piece does not bind; attributes it sets (``self.q_proj = ...``) too. A piece that does not
-    parse is read as far as it tokenizes.
-    """
-    imported: set[str] = set()
-    for source in sources:
-        try:
-            tree = ast.parse(python_source(source, blank=True))
-        except (SyntaxError, ValueError):
-            continue
-        imported.update((a.asname or a.name).split(".")[0] for node in ast.walk(tree)
-                        if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names)
-    runs: set[int] = set()
-    for source in sources:
-        own = chosen_names([source]) or Names(frozenset(), frozenset())
-        tokens = [text for text, _ in normalised_tokens(source, Names(frozenset(), frozenset()))
-                  if text not in _STRUCTURE]
-        keywords = {t for before, t, after in zip(tokens, tokens[1:], tokens[2:]) if before in ("(", ",") and after == "="}
-        ids = []
-        for before, text in zip(["", *tokens], tokens):
-            renamed = (text in own.attributes if before == "." else
-                       text in own.names or (text.isidentifier() and not keyword.iskeyword(text) and text not in
-                                             imported | keywords | _BUILTINS))
-            ids.append(zlib.crc32(("V" if renamed else text).encode("utf-8")))
-        runs.update(hash(tuple(ids[i:i + GIVEN_RUN])) for i in range(len(ids) - GIVEN_RUN + 1))
-    return GivenCode(frozenset(runs))
-
-
-# --- 2. Works, and comparing them through an index ----------------------------------------------
+# --- 1. Works, and comparing them through an index ----------------------------------------------
 
 
 @dataclass
@@ -312,7 +93,7 @@ def fingerprint_work(owner: str, cells: dict[str, str], templates: dict[str, str
     chosen = chosen_names(list(cells.values()))
     work = Work(owner, dict(cells))
     for key, source in cells.items():
-        found = cell_fingerprints(source, chosen, given)
+        found = cell_fingerprints(source, chosen, given, key)
         template = templates.get(key)
         if template:
             for h in _template_fingerprints(template):
@@ -476,7 +257,7 @@ def compare_with_library(assignment: str, works: list[Work], library: Library, *
     return sorted(matches, key=lambda m: (-m.overlap, m.learner, m.other))
 
 
-# --- 3. The report --------------------------------------------------------------------------------
+# --- 2. The report --------------------------------------------------------------------------------
 
 
 @dataclass
@@ -620,44 +401,7 @@ def render_html(report: Report) -> str:
     return "".join(parts)
 
 
-# --- 4. From a graded output folder ---------------------------------------------------------------
-
-
-def _plan_cells(assignment: str, root: Path) -> tuple[dict[str, str], dict[str, str], GivenCode]:
-    """The graded code cells of an assignment's plan: (templates, solution sources) by cell key, and
-    the code the course gives (:func:`given_code`): the released notebooks' other code cells, the code
-    their Markdown spells out, and the code cells of the chapter ``book/<assignment>.ipynb`` or, when
-    there is none, of the chapters the exercise names ("chapter 11")."""
-    from autograder.engine.plan import MANUAL, PlanError, load_plan
-    from autograder.engine.plan import SOLUTION as SOLUTION_CELL
-
-    try:
-        plan = load_plan(assignment, root)
-    except PlanError:
-        return {}, {}, GivenCode(frozenset())
-    templates, solution, given, text = {}, {}, [], ""
-    for name, notebook in plan.notebooks.items():
-        for cell in notebook.cells:
-            if cell.kind == SOLUTION_CELL and cell.cell_type == "code":
-                templates[f"{name}:{cell.key}"] = cell.released
-                solution[f"{name}:{cell.key}"] = cell.source
-            elif cell.kind != MANUAL and cell.cell_type == "code":
-                given.append(cell.released)
-            elif cell.kind != MANUAL and cell.cell_type == "markdown":
-                given += code_in_text(cell.released)
-                text += cell.released
-    chapters = [Path(root) / "book" / f"{assignment}.ipynb"]
-    if not chapters[0].is_file():
-        numbers = sorted(set(re.findall(r"\b[Cc]hapters? (\d+)\b", text)))
-        chapters = [path for n in numbers for path in sorted((Path(root) / "book").glob(f"{int(n):02d}-*.ipynb"))]
-    for path in chapters:
-        try:
-            cells = read_notebook(path).cells
-        except (OSError, ValueError):
-            continue
-        given += [c.source for c in cells if c.cell_type == "code"]
-        given += [code for c in cells if c.cell_type == "markdown" for code in code_in_text(c.source)]
-    return templates, solution, given_code(given)
+# --- 3. From a graded output folder ---------------------------------------------------------------
 
 
 def similarity_report(out_dir: Path | str, *, root: Path = REPO_ROOT, threshold: float = THRESHOLD,
@@ -680,7 +424,7 @@ def similarity_report(out_dir: Path | str, *, root: Path = REPO_ROOT, threshold:
         if not result.graded:
             continue
         if result.assignment not in plans:
-            plans[result.assignment] = _plan_cells(result.assignment, root)
+            plans[result.assignment] = course_code(result.assignment, root)
         templates, solution, given = plans[result.assignment]
         answers = load_answers(out_dir, result)
         if answers is None:
