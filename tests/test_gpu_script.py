@@ -22,6 +22,16 @@ import device_gather  # noqa: E402
 SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 
 
+def _device_python() -> str | None:
+    """A Python of the device's version on this machine (pyenv's builds count), or None."""
+    candidates = [*map(str, sorted(pathlib.Path.home().glob(f".pyenv/versions/{device_gather.DEVICE_PYTHON}.*/bin/python3"))),
+                  shutil.which(f"python{device_gather.DEVICE_PYTHON}")]
+    for candidate in filter(None, candidates):
+        if subprocess.run([candidate, "-c", "import venv"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
 def _fake_nanogpt(folder: pathlib.Path) -> pathlib.Path:
     """A folder laid out like a nanoGPT checkout, with the data files a real one accumulates."""
     for name in device_gather.NANOGPT_NEEDED + ("sample.py", "config/train_gpt2.py"):
@@ -50,15 +60,23 @@ def test_gather_refuses_a_file_that_is_not_tiny_shakespeare_and_a_folder_that_is
         assert done.returncode != 0 and "not a nanoGPT checkout (missing train.py" in done.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not SHAKESPEARE.is_file(), reason="needs ../shared/data/tinyshakespeare.txt")
-def test_gathered_bundle_installs_the_notebook_run_offline_and_fits_the_device(tmp_path):
-    """The real gathering (PyPI through pip): every module the notebook run imports that the device's image
-    lacks comes in a wheel, the wheels' requirements are closed, nanoGPT travels as source only."""
-    done = _gather(tmp_path, "--nanogpt", str(_fake_nanogpt(tmp_path / "nanoGPT")), "--data", str(SHAKESPEARE))
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    """The real gathering (PyPI through pip) into a temporary folder, from a stand-in nanoGPT checkout."""
+    if not SHAKESPEARE.is_file():
+        pytest.skip("needs ../shared/data/tinyshakespeare.txt")
+    folder = tmp_path_factory.mktemp("gather")
+    done = _gather(folder, "--nanogpt", str(_fake_nanogpt(folder / "nanoGPT")), "--data", str(SHAKESPEARE))
     assert done.returncode == 0, done.stderr[-3000:]
-    bundle = tmp_path / "bundle"
-    wheels = bundle / "wheels"
+    return folder / "bundle"
+
+
+@pytest.mark.slow
+def test_gathered_bundle_covers_what_the_device_lacks_and_fits_the_device(bundle, tmp_path):
+    """Every module the notebook run imports that the device's image lacks comes in a wheel, the wheels'
+    requirements are closed, nanoGPT travels as source only, the data as it was."""
+    wheels = tmp_path / "wheels"
+    shutil.copytree(bundle / "wheels", wheels)
     requirements = (wheels / "requirements.txt").read_text(encoding="utf-8").split()
     assert requirements == [f"{name}=={importlib.metadata.version(name)}" for name in
                             ("nbformat", "nbclient", "ipykernel", "ipywidgets")]
@@ -82,7 +100,26 @@ def test_gathered_bundle_installs_the_notebook_run_offline_and_fits_the_device(t
     assert (bundle / "data" / "tinyshakespeare.txt").read_bytes() == SHAKESPEARE.read_bytes()
     manifest = (bundle / "MANIFEST.md").read_text(encoding="utf-8")
     size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
-    assert f"with the checkout" in manifest and size < 40 * 2**20
+    assert "with the checkout" in manifest and size < 40 * 2**20
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_device_python() is None, reason=f"no Python {device_gather.DEVICE_PYTHON} on this machine")
+def test_gathered_wheels_install_offline_on_the_device_python_and_run_a_notebook(bundle, tmp_path):
+    """Installed as device_run.sh installs them (offline, nothing else there), they run a notebook in a kernel."""
+    wheels, venv = bundle / "wheels", tmp_path / "device-python"
+    subprocess.run([_device_python(), "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--no-index", "--no-cache-dir",
+                    "--no-compile", "--find-links", str(wheels), "-r", str(wheels / "requirements.txt")],
+                   check=True, timeout=300)
+    code = ("import nbformat, nbclient\n"
+            "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("
+            "'import sys, ipywidgets; print(sys.version_info[:2], ipywidgets.__version__)')])\n"
+            "nbclient.NotebookClient(nb, timeout=120, kernel_name='python3').execute()\n"
+            "print(nb.cells[0].outputs[0]['text'])")
+    ran = subprocess.run([str(venv / "bin/python"), "-c", code], capture_output=True, text=True, timeout=300)
+    version = tuple(int(part) for part in device_gather.DEVICE_PYTHON.split("."))
+    assert ran.stdout.strip() == f"{version} {importlib.metadata.version('ipywidgets')}", ran.stderr[-2000:]
 
 
 def _run_device_script(tmp_path, budget, **env):
