@@ -12,6 +12,7 @@ import sys
 import tarfile
 
 import pytest
+import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -204,3 +205,13 @@ def test_decode_table_states_the_ratio_and_whether_the_target_is_met():
     assert "| Hugging Face GPT-2, same shape, no cache | 80.0 | 0.80 |" in text
     ours["compiled_tokens_per_s"] = 950.0
     assert "**9.5x**" in decode_context.format_markdown(result) and "not met here" in decode_context.format_markdown(result)
+
+
+def test_a_decode_step_that_does_not_compile_still_leaves_the_eager_rows_and_says_why():
+    result = decode_context.measure(quick=True, device=torch.device("cpu"), hugging_face=False,
+                                    backend="no-such-backend")
+    assert result["compile_error"] and "no-such-backend" in result["compile_error"]
+    assert "compiled_tokens_per_s" not in result["ours"] and result["ours"]["identical"]
+    text = decode_context.format_markdown(result)
+    assert "| this project, KV cache, eager |" in text and "compiled fixed-shape step (" not in text
+    assert "Compiling the decode step (no-such-backend) failed" in text and "not measured" in text
