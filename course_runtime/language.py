@@ -174,6 +174,8 @@ _ENGLISH_WORD = re.compile(r"(?<![\w.`])[A-Za-z]{2,}(?![\w.(`])")
 # How many texts a catalogue remembers reading (each lookup tries every pattern that matches).
 _READINGS_KEPT = 20_000
 _HAN_SPACE = re.compile(r"(?<=[\u4e00-\u9fff]) (?=[\u4e00-\u9fff])")
+# A value that is one name (``weights``, ``h_n``, ``model.lm_head``): in backticks it is code, never translated.
+_IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
 
 
 def english_letters(text: str) -> int:
@@ -216,11 +218,16 @@ class _Reading:
 
 class Catalogue:
     """One domain's translations: exact messages, and f-string patterns whose placeholders match
-    any text (each filled-in value is translated in turn when the catalogue knows it)."""
+    any text (each filled-in value is translated in turn when the catalogue knows it); with
+    ``joiners`` (English separator -> the language's, strongest first), also a list the code joined
+    (``"a text file; a PDF"``, ``"a.txt, b.pdf"``) whose every item translates or is no words."""
 
-    def __init__(self, entries: list[Entry]):
+    def __init__(self, entries: list[Entry], joiners: dict[str, str] | None = None):
+        self.joiners = dict(joiners or {})
         self.exact: dict[str, str] = {}
         self.patterns: list[tuple[re.Pattern, list[str], str]] = []
+        # a pattern's placeholders written as code (`{name}`): a name there is the learner's, kept as written
+        self._as_code: dict[re.Pattern, set[str]] = {}
         self._found: dict[str, _Reading | None] = {}
         for e in entries:
             if not e.msgstr or "fuzzy" in e.flags:
@@ -230,6 +237,7 @@ class Catalogue:
             if PATTERN_FLAG in e.flags:
                 regex, names = _pattern(msgid)
                 self.patterns.append((regex, names, msgstr))
+                self._as_code[regex] = set(re.findall(r"`\{([^{}]+)\}`", msgid))
             else:
                 self.exact[msgid] = msgstr
         # Of two readings that leave as much English, the longer pattern is the more specific.
@@ -270,9 +278,10 @@ class Catalogue:
             english = dict(zip(names, match.groups()))
             values, left = {}, 0
             for name, value in english.items():
-                inner = self._lookup(value.strip())
+                as_code = name in self._as_code[regex] and _IDENTIFIER.fullmatch(value.strip())
+                inner = None if as_code else self._lookup(value.strip())
                 values[name] = value if inner is None else inner.translation
-                left += english_letters(value) if inner is None else inner.left
+                left += 0 if as_code else english_letters(value) if inner is None else inner.left
             if best is None or left < best.left:
                 filled = "".join(values.get(name, "{" + name + "}") if name else piece
                                  for piece, name in template_parts(template))
@@ -280,11 +289,67 @@ class Catalogue:
                 best = _Reading(_HAN_SPACE.sub("", filled), left, template, english)
             if left == 0:
                 break
+        if best is None or best.left:                  # a list of messages may read better item by item
+            listed = self._list(text)
+            best = listed if listed is not None and (best is None or listed.left < best.left) else best
         self._found[text] = best
         return best
 
+    def _list(self, text: str) -> _Reading | None:
+        """``text`` read as a list joined by the strongest separator it holds outside brackets and
+        backticks, when every item reads or is one token or no words (a file's path, a name, a number,
+        code): its items translated and joined in the language's way; None otherwise."""
+        for english, joiner in self.joiners.items():
+            items = [item.strip() for item in _split_outside_brackets(text, english)]
+            if len(items) < 2:
+                continue
+            readings = [self._lookup(item) for item in items]
+            if any(r is None and english_letters(item) and re.search(r"\s", item) for r, item in zip(readings, items)):
+                return None
+            names = [str(i) for i in range(len(items))]
+            return _Reading(joiner.join(item if r is None else r.translation for r, item in zip(readings, items)),
+                            sum(english_letters(item) if r is None else r.left for r, item in zip(readings, items)),
+                            joiner.replace("{", "{{").replace("}", "}}").join("{" + n + "}" for n in names),
+                            dict(zip(names, items)))
+        return None
+
     def __len__(self) -> int:
         return len(self.exact) + len(self.patterns)
+
+
+_OPENS, _CLOSES = "([{", ")]}"
+
+
+def _split_outside_brackets(text: str, separator: str) -> list[str]:
+    """``text`` cut at each ``separator`` that stands outside brackets and backticks (a file name may
+    hold a quote: ``O'Brien.pdf``).
+
+    Example:
+        >>> _split_outside_brackets("a.txt, rope(q, k), `x, y`", ", ")
+        ['a.txt', 'rope(q, k)', '`x, y`']
+    """
+    items, depth, quote, start, i = [], 0, "", 0, 0
+    while i < len(text):
+        char = text[i]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char == "`":
+            quote = char
+        elif char in _OPENS:
+            depth += 1
+        elif char in _CLOSES:
+            depth = max(0, depth - 1)
+        elif depth == 0 and text.startswith(separator, i):
+            items.append(text[start:i])
+            start = i = i + len(separator)
+            continue
+        i += 1
+    return items + [text[start:]]
+
+
+#: How a message's lists are joined in each language, the strongest separator first (a list of file
+#: kinds is joined by "; ", the files inside one kind by ", ").
+_LIST_JOINERS = {CHINESE: {"; ": "；", ", ": "、"}}
 
 
 @functools.lru_cache(maxsize=None)
@@ -293,7 +358,8 @@ def catalogue(domain: str, language: str) -> Catalogue:
     if domain not in DOMAINS:
         raise ValueError(f"no catalogue {domain!r}; the domains are {', '.join(DOMAINS)}")
     path = CATALOGUE_DIR / language / "LC_MESSAGES" / f"{domain}.po"
-    return Catalogue(read_po(path) if language != ENGLISH and path.is_file() else [])
+    entries = read_po(path) if language != ENGLISH and path.is_file() else []
+    return Catalogue(entries, _LIST_JOINERS.get(language) if domain == "messages" else None)
 
 
 def translate(text: str, domain: str = "messages", language: str | None = None) -> str:

@@ -152,6 +152,8 @@ def not_graded_reasons(tmp_path: Path) -> list[tuple[str, Status]]:
     for path in (folder / "dave.ipynb", folder / "erin" / "a.ipynb", folder / "erin" / "b.ipynb"):
         nbformat.write(blank, path)
     (folder / "frank_123_456_essay.pdf").write_text("x")
+    (folder / "frank_123_457_notes.txt").write_text("x")                # two uploads of different kinds
+    os.symlink(folder / "alice" / "notes.txt", folder / "alice" / "more.txt")
     os.symlink(folder / "dave.ipynb", folder / "link.ipynb")
     chinese = REPO_ROOT / "zh" / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
     for name in (f"hank_7_1_{NOTEBOOK}.ipynb", f"hank_7_2_{NOTEBOOK}-1.ipynb"):
@@ -210,13 +212,14 @@ def test_every_reason_for_not_grading_reads_in_chinese_with_its_details_quoted(t
               "the kernel is not running", "the kernel stopped responding", "the kernel did not start (the grading",
               "the kernel did not start (R", "the kernel did not start (T", "internal error")
     assert all(any(why.startswith(start) for why, _ in reasons) for start in starts), [why for why, _ in reasons]
-    details, unknown = [], words("zh_CN", "grader_words", why="")
+    details, unknown, shown = [], words("zh_CN", "grader_words", why=""), {}
     for why, kind in reasons + [("a reason no catalogue knows <i>", Status.NOT_GRADED)]:
         record = status_record(student="李四", assignment=ASSIGNMENT, language="zh_CN", status=why,
                                attempt="x.ipynb (submitted 2025-03-15 08:00:00 UTC)")
         page = render_page(record, GradeResult("李四", ASSIGNMENT, record["why"], kind=kind))
         said = re.search(r"<p>原因：(.*?)</p>", page, flags=re.S)
         assert said, page
+        shown[why] = said[1]
         quoted = re.findall(r"<code>(.*?)</code>", said[1], flags=re.S)
         sentence = html.unescape(re.sub(r"<code>.*?</code>", " ", said[1], flags=re.S))
         if why.startswith("a reason no catalogue knows"):      # quoted whole, after words that say whose
@@ -233,13 +236,106 @@ def test_every_reason_for_not_grading_reads_in_chinese_with_its_details_quoted(t
     for detail in ("sandbox: unshare(CLONE_NEWUSER) failed <script>alert(1)</script>",
                    "RuntimeError: Kernel died before replying to kernel_info",
                    "ModuleNotFoundError: No module named 'course_runtime'", "the referee process stopped unexpectedly",
-                   "a.ipynb, b.ipynb", "notes.txt", "frank_123_456_essay.pdf", "carol.ipynb", "SIGUSR2",
-                   "04-multi-head-attention"):
+                   "a.ipynb", "b.ipynb", "notes.txt", "more.txt", "frank_123_456_essay.pdf", "frank_123_457_notes.txt",
+                   "carol.ipynb", "SIGUSR2", "04-multi-head-attention"):
         assert detail in details, (detail, details)
+    # lists are joined the Chinese way, each item said in Chinese: an empty folder, several kinds of upload
+    # (issue 29: "（找到的是 nothing）", "而是 a PDF; a text file")
+    assert "没有找到笔记本，也没有任何其他文件" in shown.values(), shown
+    assert any("<code>more.txt</code>（符号链接，未打开）、<code>notes.txt</code>" in said for said in shown.values()), shown
+    upload = next(said for why, said in shown.items() if why.startswith("the upload frank"))
+    assert "而是一个 PDF 文件；一个文本文件：" in upload and "、" in upload, upload
 
 
 # Latin a Chinese reason keeps: units, signal names, file formats.
 KEPT_IN_REASONS = {"MiB", "CPU", "JSON", "PDF", "SIGKILL", "exit", "sys", "os", "ipynb"}
+
+
+def cell_reasons() -> dict[str, tuple[CellOutcome, str | None]]:
+    """Every kind of reason a test cell ends with, as the grader words it (the referee's verdict, then
+    :func:`autograder.engine.disclosure.shown_test_reason`), with the detail it quotes that no catalogue
+    translates (a Python exception's own message, a hidden check's hint) or None."""
+    import torch
+
+    from autograder.core.outcomes import Failure, Verdict
+    from autograder.engine import stop_reasons
+    from autograder.engine.disclosure import shown_test_reason
+    from course_runtime import testing
+    from course_runtime.errors import shortcut_message
+
+    with pytest.raises(AssertionError) as check:
+        testing.check_close(torch.zeros(2, 3), torch.ones(2, 3), name="weights",
+                             hint="divide the scores by sqrt(d_k) before the softmax.")
+    message, _, hint = str(check.value).partition("\nHint: ")
+    verdicts = {
+        "visible, with a hint": (Verdict(Failure.VISIBLE, "AssertionError", message, hint=hint), False, None),
+        "an error of the learner's code": (Verdict(Failure.VISIBLE, "NameError", "name 'softmx' is not defined"),
+                                           False, "name 'softmx' is not defined"),
+        "a forbidden call": (Verdict(Failure.VISIBLE, "ShortcutError", shortcut_message("torch.softmax")), False, None),
+        "a time-out": (Verdict(Failure.KERNEL, message=stop_reasons.code_interrupted(10.0),
+                               words=stop_reasons.code_too_slow(10.0)), True, None),
+        "a hidden test raised": (Verdict(Failure.HIDDEN_RAISED, "Leak_0_8125"), True, None),
+        "a hidden check failed": (Verdict(Failure.HIDDEN_CHECK, "", words="`weights` is not correct",
+                                          hint="each row must sum to 1"), True, "each row must sum to 1"),
+        "a hidden check raised": (Verdict(Failure.HIDDEN_CHECK, "KeyError", words="`scores` is not correct"), True, None),
+        "a hidden forbidden call": (Verdict(Failure.HIDDEN_SHORTCUT), True, None),
+        "visible, after a hidden part": (Verdict(Failure.VISIBLE, "AssertionError", message,
+                                                 words="`weights` is not correct."), True, None),
+        "the kernel, after a hidden part": (Verdict(Failure.KERNEL, message="the kernel was stopped: leak"), True, None),
+    }
+    return {kind: (CellOutcome("error", shown_test_reason(verdict, after_hidden=after), verdict=verdict), detail)
+            for kind, (verdict, after, detail) in verdicts.items()} | {"passed": (CellOutcome("ok"), None)}
+
+
+def test_every_kind_of_cell_reason_reads_in_chinese_with_its_details_quoted():
+    """On a Chinese notebook's graded page, every kind of reason a cell ends with (a test passed, failed
+    with a hint, stopped by the learner's own error, timed out, refused a forbidden call, failed in a
+    hidden part; a learner's own cell that raised or timed out) is a Chinese sentence, and what it quotes
+    that no catalogue knows (Python's own message, a hidden check's hint) is shown apart as code, as on
+    the not-graded page, word for word as on the English page (issue 29: the hidden parts' verdicts and
+    "its message is not shown" were English, and `weights` became `注意力权重`)."""
+    from autograder.engine import stop_reasons
+    from autograder.engine.grade_one import in_learners_language
+
+    plan = load_plan(ASSIGNMENT, REPO_ROOT)
+    nb_plan = plan.notebooks[NOTEBOOK]
+    for edition in ("zh/exercises", "exercises"):
+        learner = read_notebook(REPO_ROOT / edition / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+        language = notebook_language(learner)
+        assembly = assemble(nb_plan, learner)
+        answers = [i for i, cell in enumerate(assembly.cells) if cell.kind == "solution"]
+        for kind, (outcome, detail) in cell_reasons().items():
+            outcomes = [CellOutcome("ok") if cell.cell_type == "code" else None for cell in assembly.cells]
+            outcomes = [outcome if cell.kind == TEST else o for cell, o in zip(assembly.cells, outcomes)]
+            outcomes[answers[0]] = CellOutcome("error", "NameError: name 'softmx' is not defined", exception="NameError")
+            outcomes[answers[1]] = CellOutcome("timeout", stop_reasons.interrupted(30.0))
+            outcomes = in_learners_language(assembly.cells, outcomes, learner)
+            scores = {c.key: 0.0 for c in assembly.cells if c.kind == TEST}
+            record = page_record(student="张三", assignment=ASSIGNMENT, notebook=NOTEBOOK, cells=assembly.cells,
+                                 outcomes=outcomes, scores=scores, notes=[], hidden=nb_plan.hidden_lines,
+                                 language=language, course_text=course_text(ASSIGNMENT, NOTEBOOK, language))
+            result = GradeResult("张三", ASSIGNMENT, "graded", score=0.0, max_score=8.0, kind=Status.GRADED,
+                                 cells={f"{NOTEBOOK}:{k}": v for k, v in scores.items()})
+            page = render_page(record, result, automatic=0.0)
+            rows = re.findall(r"<td class='(?:pass|fail)'>(.*?)</td></tr>", page, flags=re.S)
+            ended = re.findall(r"<pre class='out err'>(.*?)</pre>", page, flags=re.S)
+            assert len(rows) == len(scores) and len(set(rows)) == 1 and len(ended) == 2, (kind, rows, ended)
+            shown = rows + ended
+            if language == "en":
+                assert detail is None or html.escape(detail) in rows[0], (kind, rows[0])
+                assert html.escape("NameError: name 'softmx' is not defined") in ended[0]
+                continue
+            for said in shown:
+                quoted = [html.unescape(q) for q in re.findall(r"<code>(.*?)</code>", said, flags=re.S)]
+                sentence = html.unescape(re.sub(r"<code>.*?</code>", " ", said, flags=re.S))
+                # English words in a row (a sentence left untranslated); a name (softmax, NameError) may stay
+                left = re.findall(r"[A-Za-z]{2,}(?:[ ,'-]+[A-Za-z]{2,})+", re.sub(r"`[^`]*`", " ", sentence))
+                assert re.search(r"[\u4e00-\u9fff]", sentence) and not left, (kind, said, left)
+                assert "）（" not in sentence and "`注意力" not in sentence, (kind, said)
+                assert all(re.search(r"[A-Za-z]", q) for q in quoted), (kind, said)
+            assert detail is None or detail in html.unescape(rows[0]).replace("<code>", "").replace("</code>", ""), kind
+            assert detail is None or f"<code>{html.escape(detail)}</code>" in rows[0], (kind, rows[0])
+            assert "NameError: <code>name &#x27;softmx&#x27; is not defined</code>" in ended[0], ended[0]
 
 
 def test_an_english_notebooks_page_stays_english():

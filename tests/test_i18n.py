@@ -228,14 +228,15 @@ def test_the_labels_of_checks_are_messages_unless_they_are_code():
             'check_answer(a, 1, name="answer_q1")\n'
             'module.register_buffer(name="not a label")\n'
             'testing.check_tensor(x, name="scores (batched)")\n'
-            # one word: an English word is taken (issue 29: "prefill" stayed English), a name is not
+            # one word: a word chosen for a phrase's value is taken (issue 29: "prefill" stayed English); a
+            # label that is one word is the learner's variable, shown as code (`weights`), and is not
             'check_close(w, r, name="weights")\ncheck_shape(h, s, name="h_n")\ncheck_close(q, r, name="q")\n'
             'phase = "prefill" if start == 0 else f"the chunk at {start}"\ncheck_close(o, r, name=f"output of {phase}")\n'
             'for key in ["model", "optimizer"]:\n    check_close(c[key], r[key], name=key)\n')
     assert sorted(runtime_text.code_strings([code], figures=False)) == sorted([
         ("block output", False), ("the logits of {call} against GPT-2", True), ("the logits of {call}", True),
         (" against GPT-2", False), ("scores (batched)", False), ("{kind} output", True), ("Pre-LN (first)", False),
-        ("Post-LN (last)", False), ("weights", False), ("output of {phase}", True), ("the chunk at {start}", True),
+        ("Post-LN (last)", False), ("output of {phase}", True), ("the chunk at {start}", True),
         ("prefill", False)])
 
 
@@ -273,7 +274,6 @@ def test_a_chinese_learner_reads_a_checks_label_in_chinese():
         (lambda name: testing.check_shape(torch.zeros(3, 4), (3, 8), name=name), "the sentence embeddings", set()),
         (lambda name: testing.check_tensor(torch.zeros(2), name=name, dtype=torch.float64),
          "rope(q, positions) for float64 q", {"rope", "positions", "float64"}),
-        (lambda name: testing.check_close(torch.zeros(2), torch.ones(2), name=name), "weights", set()),
         (lambda name: testing.check_close(torch.zeros(2), torch.ones(2), name=name), "output of prefill", set()),
         (lambda name: testing.check_close(torch.zeros(2), torch.ones(2), name=name),
          "output of the chunk at positions 3..5", set()),
@@ -286,6 +286,31 @@ def test_a_chinese_learner_reads_a_checks_label_in_chinese():
         assert re.search(r"[\u4e00-\u9fff]", chinese_label), message
         assert set(re.findall(r"[A-Za-z][\w]*", chinese_label)) <= code | {"q", "k"}, message
         assert not _english_sentences(message), message
+
+
+def test_a_name_in_backticks_stays_the_learners_name_and_prose_around_it_is_translated():
+    """A check labelled with one word shows it as code, `weights`: the learner's variable, which the
+    Chinese message keeps as written (issue 29: it read `注意力权重`), whatever the catalogue holds for
+    that word elsewhere; a label that is a phrase is prose and is translated, and a word outside
+    backticks is looked up as before."""
+    import torch
+
+    from course_runtime import testing
+    from course_runtime.language import Catalogue, Entry, translate_message
+
+    for name in ("weights", "scores", "output", "logits", "labels", "norms", "entropy", "table", "h_n"):
+        with pytest.raises(AssertionError) as raised:
+            testing.check_close(torch.zeros(2), torch.ones(2), name=name)
+        message = translate_message(str(raised.value), "zh_CN")
+        assert message.startswith(f"`{name}` ") and re.search(r"[\u4e00-\u9fff]", message), message
+        assert not _english_sentences(message), message
+    table = Catalogue([Entry("weights", "注意力权重"), Entry("`{name}` is wrong", "`{name}` 不对", flags={"course-pattern"}),
+                       Entry("the {name} are wrong", "{name}不对", flags={"course-pattern"}),
+                       Entry("output of {phase}", "{phase}的输出", flags={"course-pattern"}),
+                       Entry("prefill", "预填充")])
+    assert table.lookup("`weights` is wrong") == "`weights` 不对"
+    assert table.lookup("`output of prefill` is wrong") == "`预填充的输出` 不对"
+    assert table.lookup("the weights are wrong") == "注意力权重不对"
 
 
 def test_of_two_patterns_that_match_a_label_the_one_that_translates_it_wins():

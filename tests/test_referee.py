@@ -265,11 +265,12 @@ def _chinese_outcome(verdict: Verdict) -> str:
 
 
 def test_a_chinese_learner_reads_a_visible_failure_from_its_fields():
-    # check_close's message, whose entry has no exception name in front; then its hint on its own line
-    message = ("`w_q` has the wrong values: 1 of 4 entries differ from the reference by more than the tolerance "
+    # check_close's message, whose entry has no exception name in front; then its hint on its own line; the
+    # label in backticks is the learner's variable and stays as written
+    message = ("`weights` has the wrong values: 1 of 4 entries differ from the reference by more than the tolerance "
                "(atol=1e-05, rtol=0.0001).\nThe largest difference is 1 at index (0, 1): you returned 2, expected 1.")
     shown = _chinese_outcome(Verdict(Failure.VISIBLE, "AssertionError", message, hint="an unknown hint"))
-    assert shown.startswith("AssertionError: `w_q` 的数值不对：") and shown.endswith("\n提示：an unknown hint")
+    assert shown.startswith("AssertionError: `weights` 的数值不对：") and shown.endswith("\n提示：an unknown hint")
     # an entry written with the hint line in it (issue 29: it never matched, the line was cut off first)
     message = "causal_mask(4) is wrong at [0, 1]: it says True, expected False."
     shown = _chinese_outcome(Verdict(Failure.VISIBLE, "AssertionError", message, hint="mask the future"))

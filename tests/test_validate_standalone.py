@@ -8,6 +8,7 @@ released exercise: in ``<root>/exercises/`` or, in an installed wheel, ``autogra
 import ast
 import importlib.metadata
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -153,6 +154,29 @@ def test_a_file_that_is_not_a_notebook_says_what_it_is_and_what_to_validate(lear
     monkeypatch.setenv("COURSE_LANGUAGE", "zh_CN")
     with pytest.raises(UsageError, match="^answers.txt 不是笔记本，而是一个文本文件"):
         validate(tmp_path / "answers.txt", root=learner_root)
+
+
+def test_a_chinese_learners_refusal_joins_its_lists_in_chinese(tmp_path, monkeypatch):
+    """What validate lists for a Chinese learner (the notebooks inside a zip, the packages it lacks) is
+    joined with 、 and each item said in Chinese, not with the English ", " around English words
+    (issue 29). The check comes before any course notebook is read, so no course is needed here."""
+    chinese = json.dumps({"cells": [], "metadata": {"course": {"language": "zh_CN"}}, "nbformat": 4, "nbformat_minor": 5})
+    with zipfile.ZipFile(tmp_path / "work.zip", "w") as zf:
+        for name in ("work/a.ipynb", "work/b.ipynb"):
+            zf.writestr(name, chinese)
+    with pytest.raises(UsageError) as error:
+        validate(tmp_path / "work.zip", root=tmp_path)
+    assert str(error.value).startswith("work.zip 不是笔记本，而是一个压缩包，里面是 work/a.ipynb、work/b.ipynb：")
+    monkeypatch.setattr("autograder.engine.validate._missing_for_validate",
+                        lambda: ["jupyter_client (not installed)", "pyzmq (version 0.1; 1 or later is needed)"])
+    (tmp_path / "x.ipynb").write_text(chinese)
+    with pytest.raises(UsageError) as error:
+        validate(tmp_path / "x.ipynb", root=tmp_path)
+    assert "需要 jupyter_client（未安装）、pyzmq（版本为 0.1；需要 1 或更高版本）；" in str(error.value), str(error.value)
+    english = [w for w in re.findall(r"[A-Za-z]{2,}", re.sub(r"`[^`]*`|\w+\.\w+|jupyter_client|pyzmq", " ",
+                                                             str(error.value)))
+               if w not in ("validate", "Colab")]
+    assert not english, (english, str(error.value))
 
 
 # --- What an installed wheel ships and needs --------------------------------------------------------

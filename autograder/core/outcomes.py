@@ -84,9 +84,13 @@ class Verdict:
         if self.failure is Failure.HIDDEN_RAISED:
             return (f"in a hidden test your code raised {self.exception} (its message is not shown: it could "
                     "carry the hidden test's data); the part's text and the visible tests name the cases to handle.")
-        if self.failure is Failure.HIDDEN_CHECK:
-            kind = f"a hidden check raised {self.exception}" if self.exception else "a hidden check failed"
-            return (f"{kind}: {self.words}" if self.words else kind) + hint
+        if self.failure is Failure.HIDDEN_CHECK:           # each form whole: one sentence for a catalogue
+            if self.exception:
+                said = f"a hidden check raised {self.exception}: {self.words}" if self.words else \
+                    f"a hidden check raised {self.exception}"
+            else:
+                said = f"a hidden check failed: {self.words}" if self.words else "a hidden check failed"
+            return said + hint
         if self.failure is Failure.HIDDEN_SHORTCUT:
             return ("implement this yourself: in a hidden test your code called a function this part switches off "
                     "(`python -m autograder policy` and the visible tests name them).")

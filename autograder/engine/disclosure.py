@@ -33,8 +33,9 @@ __all__ = ["NOT_SHOWN", "OWN_CLASS", "after_hidden_cell", "exception_name", "run
            "shown_test_reason"]
 
 OWN_CLASS = "an exception of a class of your own or a library's (its name is not shown)"
-NOT_SHOWN = ("its message is not shown: a hidden test had already called your code, and what your code says "
-             "after that could carry the hidden test's data; run the visible test in your notebook to see it")
+_HIDDEN_DATA = ("a hidden test had already called your code, and what your code says after that could carry the "
+                "hidden test's data; run the visible test in your notebook to see it")
+NOT_SHOWN = f"its message is not shown: {_HIDDEN_DATA}"
 
 
 def exception_name(kind: str) -> str:
@@ -85,5 +86,7 @@ def shown_test_reason(verdict: Verdict, *, after_hidden: bool) -> str:
     if verdict.failure is Failure.KERNEL:
         return verdict.words or f"this test failed ({NOT_SHOWN})"
     kind = exception_name(verdict.exception)
-    text = f"{kind}: {verdict.words} ({NOT_SHOWN})" if verdict.words else f"{kind} ({NOT_SHOWN})"
+    # each form written out whole, so that a catalogue has it as one sentence to translate
+    text = (f"{kind}: {verdict.words} (its message is not shown: {_HIDDEN_DATA})" if verdict.words
+            else f"{kind} (its message is not shown: {_HIDDEN_DATA})")
     return text + (HINT_LINE + verdict.hint if verdict.hint and verdict.hint_written else "")

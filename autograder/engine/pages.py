@@ -239,15 +239,49 @@ def _hand_state(language: str, points: float | None, max_points: float) -> tuple
 
 
 def _verdict(language: str, cell: dict, points: float | None) -> tuple[str, str]:
-    """(css class, words) of a graded cell: a test's verdict, or a hand-graded cell's state."""
+    """(css class, HTML) of a graded cell: a test's verdict, or a hand-graded cell's state."""
+    esc = html.escape
     if cell["kind"] in ("manual", "task"):
         if cell["failed"] is not None:
-            return "fail", words(language, "graded_by_hand")
+            return "fail", esc(words(language, "graded_by_hand"))
         _, css, text = _hand_state(language, points, 0)
-        return css, text
+        return css, esc(text)
     if cell["failed"] is not None:
-        return "fail", words(language, "failed", reason=cell["failed"] or words(language, "not_run"))
-    return "pass", words(language, "passed")
+        reason = _said_html(language, cell["failed"]) if cell["failed"] else esc(words(language, "not_run"))
+        return "fail", words(language, "failed", reason=reason)
+    return "pass", esc(words(language, "passed"))
+
+
+# English left in a text shown on a page in another language (a Python exception's own message, a hint
+# of a hidden check, code named in a sentence): two words or more, from a letter (or the dot of a method)
+# up to a Chinese character, full-width punctuation, a backtick or a line's end.
+_ENGLISH_RUN = re.compile(r"(?:\.(?=[A-Za-z_])|[A-Za-z_])[^\u3000-\u303f\u4e00-\u9fff\uff00-\uffef`\n]*")
+
+
+def _said_html(language: str, text: str) -> str:
+    """A test's reason as HTML, already in ``language`` (the grader translated it): in English as it is;
+    in another language each run of English left in it (what no catalogue translates: an exception's
+    own message, a hidden check's hint) quoted apart as code, as on the not-graded page, never set
+    inside the sentence as if it were part of it. Text in backticks is the message's own code."""
+    esc = html.escape
+    if language == ENGLISH:
+        return esc(text)
+    out = []
+    for piece in re.split(r"(`[^`\n]*`)", text):
+        if piece.startswith("`"):
+            out.append(esc(piece))
+            continue
+        position = 0
+        for match in _ENGLISH_RUN.finditer(piece):
+            name = re.match(r"[A-Za-z_][\w.]*: ", match.group(0))       # an exception's class stays in front
+            start = match.start() + (len(name.group(0)) if name else 0)
+            run = piece[start:match.end()].rstrip(" ")
+            if len(re.findall(r"[A-Za-z]{2,}", run)) < 2:       # a name, a unit, an exception's class
+                continue
+            out.append(esc(piece[position:start]) + f"<code>{esc(run)}</code>")
+            position = start + len(run)
+        out.append(esc(piece[position:]))
+    return "".join(out)
 
 
 def instructor_section(language: str, result: GradeResult, manual: Mapping, notebook: str) -> str:
@@ -307,8 +341,8 @@ def _cell_html(language: str, cell: dict, points: float | None) -> str:
     if cell["blank"]:
         head += words(language, "blank")
     if cell["kind"] in ("test", "manual", "task"):
-        css, text = _verdict(language, cell, points)
-        head += f" &mdash; <span class='{css}'>{esc(text)}</span>"
+        css, said = _verdict(language, cell, points)
+        head += f" &mdash; <span class='{css}'>{said}</span>"
     if cell["type"] != "code":
         return f"<div class='cell'{anchor}><div class='head'>{head}</div><div class='md'>{cell['body']}</div></div>"
     parts = [f"<div class='cell'{anchor}><div class='head'>{head}</div><pre>{esc(cell['body'])}</pre>"]
@@ -323,10 +357,12 @@ def _cell_html(language: str, cell: dict, points: float | None) -> str:
             parts.append(f"<pre class='{css}'>{esc(output['text'])}</pre>")
     if cell["ended"] is not None:
         ended = cell["ended"]
-        why = translate(ended["why"], "messages", language) if ended["why"] is not None else words(language, "not_shown")
-        parts.append("<pre class='out err'>" + esc(words(language, "ended",
-                                                           ended=words(language, _ENDED.get(ended["status"], "ended_other")),
-                                                           why=why)) + "</pre>")
+        # the grader's words (a time-out, a stopped kernel) in the page's language; an exception's own
+        # message, which no catalogue knows, quoted as code after its class
+        why = (_reason_html(language, ended["why"], unknown=lambda text: _said_html(language, text))
+               if ended["why"] is not None else esc(words(language, "not_shown")))
+        how = esc(words(language, _ENDED.get(ended["status"], "ended_other")))
+        parts.append("<pre class='out err'>" + words(language, "ended", ended=how, why=why) + "</pre>")
     return "".join(parts) + "</div>"
 
 
@@ -351,11 +387,11 @@ def _graded_page(record: dict, result: GradeResult, automatic: float | None, man
                  f"<th>{words(language, 'verdict')}</th></tr>")
     for cell in graded:
         key, score = cell["key"], points[cell["key"]]
-        css, text = _verdict(language, cell, score)
+        css, said = _verdict(language, cell, score)
         shown = (_hand_state(language, score, cell["points"])[0] if cell["kind"] in ("manual", "task")
                  else f"{'?' if score is None else f'{score:g}'} / {cell['points']:g}")
         parts.append(f"<tr><td><a href='#{esc(key)}'>{esc(key)}</a></td><td>{shown}</td>"
-                     f"<td class='{css}'>{esc(text)}</td></tr>")
+                     f"<td class='{css}'>{said}</td></tr>")
     parts.append("</table>" + instructor_section(language, result, manual, notebook))
     if record["notes"]:
         parts.append(f"<h2>{words(language, 'changes')}</h2><ul>"
@@ -385,11 +421,12 @@ def _status_page(record: dict, result: GradeResult) -> str:
     return "".join(parts) + "</body></html>\n"
 
 
-def _reason_html(language: str, why: str) -> str:
-    """Why a submission was not graded, as HTML: in English as the grader wrote it; in another language
-    the catalogue's sentence, where each value that stays English (an exception's text, the kernel's
-    log, a file name) is quoted apart as code, never set inside the sentence; a reason the catalogue
-    does not know is quoted whole after words that say it is the grader's."""
+def _reason_html(language: str, why: str, unknown: Callable[[str], str] | None = None) -> str:
+    """Why a submission was not graded, or why a cell stopped, as HTML: in English as the grader wrote it;
+    in another language the catalogue's sentence, where each value that stays English (an exception's
+    text, the kernel's log, a file name) is quoted apart as code, never set inside the sentence; a reason
+    the catalogue does not know is given to ``unknown`` (default: quoted whole after words that say it is
+    the grader's)."""
     esc = html.escape
     if language == ENGLISH:
         return esc(why)
@@ -407,7 +444,9 @@ def _reason_html(language: str, why: str) -> str:
             return esc(text)
         return sentence(text.strip()) or f"<code>{esc(text.strip())}</code>"
 
-    return sentence(why) or words(language, "grader_words", why=f"<code>{esc(why)}</code>")
+    if unknown is None:
+        return sentence(why) or words(language, "grader_words", why=f"<code>{esc(why)}</code>")
+    return sentence(why) or unknown(why)
 
 
 def render_page(record: dict, result: GradeResult, *, automatic: float | None = None, manual: Mapping | None = None,

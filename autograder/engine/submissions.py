@@ -238,9 +238,14 @@ def _notebook_files(folder: Path) -> list[Path]:
 
 
 def _other_files(folder: Path) -> list[str]:
-    return sorted(clean_text(p.name) + (" (a symbolic link, not followed)" if p.is_symlink() else "")
-                  for p in folder.iterdir()
+    """The files in ``folder`` other than notebooks, as a learner's page names them."""
+    return sorted(_named(p) for p in folder.iterdir()
                   if (p.is_symlink() or (p.is_file() and p.suffix != ".ipynb")) and _visible(p))
+
+
+def _named(path: Path) -> str:
+    name = clean_text(path.name)
+    return f"{name} (a symbolic link, not followed)" if path.is_symlink() else name
 
 
 def _lms_student(name: str) -> tuple[str, str]:
@@ -338,8 +343,9 @@ class Catalogue:
         if not found:
             wanted = ", ".join(f"{n}.ipynb" for n in expected)
             others = _other_files(origin) if origin.is_dir() else []
-            got = ", ".join([clean_text(f.name) for f in files] + others) or "nothing"
-            problem = f"no notebook of {assignment} found (expected {wanted}; found {got})"
+            got = ", ".join([clean_text(f.name) for f in files] + others)
+            problem = (f"no notebook of {assignment} found (expected {wanted}; found {got})" if got
+                       else f"no notebook of {assignment} found (expected {wanted}; found no file at all)")
         return Submission(who[0], assignment, found, origin, problem, lms_id=who[1],
                           problem_kind=Status.NO_NOTEBOOK,
                           other_attempts=[f"{clean_text(f.name)} (submitted {readable_time(_submitted_at([f]))})"
@@ -544,9 +550,9 @@ def collect_submissions(path: Path | str, assignment: str, *, root: Path = REPO_
                                         "cannot tell which assignment these notebooks belong to: "
                                         + ", ".join(clean_text(f.name) for f in files), lms_id=who[1]))
         if not found:
-            found.append(Submission(who[0], "", {}, folder, "no notebooks found (found "
-                                    + (", ".join(_other_files(folder)) or "nothing") + ")", lms_id=who[1],
-                                    problem_kind=Status.NO_NOTEBOOK))
+            others = ", ".join(_other_files(folder))
+            why = f"no notebooks found (found {others})" if others else "no notebooks found, nor any other file"
+            found.append(Submission(who[0], "", {}, folder, why, lms_id=who[1], problem_kind=Status.NO_NOTEBOOK))
         return found
 
     def entry_submissions(entry: Path) -> list[Submission]:

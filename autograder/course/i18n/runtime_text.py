@@ -310,14 +310,14 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
 
 
 def _label_words(label: "ast.AST", program: _Program) -> list[str]:
-    """The single English words a check's label shows: written as the label (``name="weights"``), or
-    chosen instead of a phrase for a value the label formats (``phase = "prefill" if start == 0 else
-    f"the chunk at ..."``, ``name=f"output of {phase}"``). A word in lower-case letters only: a name
-    with an underscore, a digit or a capital (``h_n``, ``q``, ``GPT``) is code and stays; a word that
-    a bare name stands for (``name=key`` over a checkpoint's keys) is not taken."""
+    """The single English words of a check's label that are prose: a word chosen instead of a phrase
+    for a value the label formats (``phase = "prefill" if start == 0 else f"the chunk at ..."``,
+    ``name=f"output of {phase}"``). A word in lower-case letters only. A label that is one word
+    (``name="weights"``) is the learner's variable, shown as code (`` `weights` ``), and stays; so does a
+    word a bare name stands for (``name=key`` over a checkpoint's keys)."""
     import ast
 
-    words = [label.value] if isinstance(label, ast.Constant) else []
+    words = []
     if isinstance(label, ast.JoinedStr) and not _is_code(_string_value(label)[0]):
         for value in (v.value for v in label.values if isinstance(v, ast.FormattedValue)):
             for bound in program._values(value, set()) if isinstance(value, ast.Name) else []:
@@ -420,19 +420,21 @@ def _defines(node: "ast.AST") -> set[str]:
 
 #: The grader's modules whose words a learner reads, and the parts of each that say them (None: all of
 #: it): ``validate``'s report, the source check's flags and notes, the guard's sentence, what feedback
-#: says in place of a hidden test's text, the notes of a notebook rebuilt on the plan, why a submission
-#: was not graded.
+#: says of a hidden test (its verdict, and in place of its text), the notes of a notebook rebuilt on the
+#: plan, why a submission was not graded.
 LEARNER_TEXT = {
     "autograder/engine/validate.py": ("_missing_for_validate", "_validation_plan", "ALL_PASS", "NOT_READY", "_points",
                                       "_check", "_repaired_but_passing", "_error_line"),
     "autograder/engine/disclosure.py": None,
+    "autograder/core/outcomes.py": ("Verdict",),
+    "autograder/engine/referee.py": ("_written_words", "AuthorsWords"),
     "autograder/engine/policy.py": ("_ALLOWED_TEXT", "Violation", "_Checker", "judge_cells", "enforce"),
     "autograder/engine/plan.py": ("assemble", "_LearnerCells", "_planned_cell"),
     "course_runtime/errors.py": None,
     "autograder/engine/pages.py": ("_TEXT",),
     "autograder/engine/grade_one.py": ("_wrong_notebook", "_not_submitted", "run_notebook", "_read_submitted"),
     # why a submission was not graded, on its page (the instructor's command-line errors aside)
-    "autograder/engine/submissions.py": ("newest_attempts_first", "Catalogue", "collect_submissions"),
+    "autograder/engine/submissions.py": ("newest_attempts_first", "Catalogue", "collect_submissions", "_named"),
     "autograder/engine/batch.py": ("_plans", "_triage"),
     "autograder/engine/stop_reasons.py": None,
     "autograder/engine/preflight.py": ("checkout_problem", "preflight_fix"),
