@@ -43,8 +43,16 @@ export PY PRESET DATA RESULTS TRAIN_ARGS
 
 # Seconds each piece took on the H100 of 2026-11-23 (../shared/gpu-results), rounded up; the
 # decode and step pieces, never run there whole, are estimated from the parts that were.
+# ESTIMATES="decode=80 step=150" overrides them (after a first run on another GPU, say).
 declare -A ESTIMATE=([decode]=100 [step]=130 [shakespeare]=290 [bench]=120 [preset]=140 [notebook]=40
                      [book/10-capstone-gpt.ipynb]=180)
+for pair in ${ESTIMATES:-}; do
+    if [[ ! $pair =~ ^[^=]+=[0-9]+$ ]]; then
+        echo "gpu_results.sh: ESTIMATES takes piece=seconds pairs, got '$pair'" >&2
+        exit 2
+    fi
+    ESTIMATE[${pair%%=*}]=${pair#*=}
+done
 
 for name in $PIECES; do
     case $name in

@@ -14,6 +14,8 @@ import tarfile
 import pytest
 import torch
 
+from course_runtime import data
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -149,18 +151,21 @@ def _rows(summary: pathlib.Path) -> dict:
 
 @pytest.mark.slow
 def test_device_run_on_cpu_runs_what_fits_skips_the_rest_and_says_why(tmp_path):
-    """A budget of 139 s: decoding (expected 100 s on the H100) starts; the preset (expected 140 s)
-    would end past the budget whatever the time, so it is skipped, in the table, not silently."""
-    done, results, out = _run_device_script(tmp_path, 139, PIECES="decode step shakespeare preset notebooks")
+    """A budget of 139 s: decoding (expected 100 s on the H100) starts; the Shakespeare pair (expected
+    290 s) would end past the budget whatever the time, so it is skipped, in the table, not silently;
+    the preset (its estimate set to 1 s) still fits after it and runs."""
+    text = tmp_path / "text.txt"
+    text.write_text(data.offline_corpus(), encoding="utf-8")
+    done, results, out = _run_device_script(tmp_path, 139, PIECES="decode step shakespeare preset notebooks",
+                                            DATA=str(text), ESTIMATES="preset=1", TRAIN_ARGS="--max-iters 4")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summaries = list(results.glob("gpu-run-*.md"))
     assert len(summaries) == 1
     rows = _rows(summaries[0])
     assert list(rows) == ["decode", "step", "shakespeare", "preset", "notebooks"]
-    assert rows["decode"][0] == "done" and int(rows["decode"][1]) >= 0
+    assert rows["decode"][0] == "done" and rows["preset"][0] == "done"
     assert rows["step"][0] == "skipped: needs a CUDA GPU (nanoGPT's bench.py)"
-    assert rows["shakespeare"][0].startswith("skipped: nanoGPT's recipe reads a file")
-    assert re.fullmatch(r"skipped: would end near \d+ s, past the budget of 139 s", rows["preset"][0])
+    assert re.fullmatch(r"skipped: would end near \d+ s, past the budget of 139 s", rows["shakespeare"][0])
     assert rows["notebooks"][0] == "skipped: NOTEBOOKS=0"
     decode = json.loads(next(results.glob("decode-context-64-*.json")).read_text(encoding="utf-8"))
     ours = decode["ours"]
@@ -169,6 +174,9 @@ def test_device_run_on_cpu_runs_what_fits_skips_the_rest_and_says_why(tmp_path):
     table = next(results.glob("decode-context-64-*.md")).read_text(encoding="utf-8")
     assert f"**{ours['compiled_tokens_per_s'] / ours['uncached_tokens_per_s']:.1f}x**" in table
     assert rows["decode"][2] == " ".join(f"`{p.name}`" for p in sorted(results.glob("decode-context-*")))
+    summary = json.loads(next(results.glob("train-tiny-*.json")).read_text(encoding="utf-8"))
+    log = next(results.glob("train-tiny-*.log")).read_text(encoding="utf-8")
+    assert f"final val_loss {summary['final_val_loss']:.4f}" in log and summary["config"]["max_iters"] == 4
     # What comes back from the device: the table, the log and the files this run wrote, not older ones.
     assert sorted(p.name for p in out.iterdir()) == sorted(["device-run.log", "gpu-results.tar.gz", summaries[0].name])
     with tarfile.open(out / "gpu-results.tar.gz") as packed:
@@ -178,13 +186,25 @@ def test_device_run_on_cpu_runs_what_fits_skips_the_rest_and_says_why(tmp_path):
 
 
 @pytest.mark.slow
-def test_device_run_trains_the_preset_and_keeps_its_summary(tmp_path):
-    done, results, _ = _run_device_script(tmp_path, 0, PIECES="preset", TRAIN_ARGS="--max-iters 4")
+def test_a_piece_still_running_at_the_budget_is_stopped_and_what_finished_comes_back(tmp_path):
+    """A preset that would train for hours, started within a 20 s budget, is stopped at it; the pieces
+    after it are skipped; the table and the partial log are in OUT."""
+    done, results, out = _run_device_script(tmp_path, 20, PIECES="preset decode", ESTIMATES="preset=1",
+                                            TRAIN_ARGS="--max-iters 100000000")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    summary = json.loads(next(results.glob("train-tiny-*.json")).read_text(encoding="utf-8"))
-    log = next(results.glob("train-tiny-*.log")).read_text(encoding="utf-8")
-    assert f"final val_loss {summary['final_val_loss']:.4f}" in log
-    assert _rows(next(results.glob("gpu-run-*.md")))["preset"][0] == "done"
+    rows = _rows(next(results.glob("gpu-run-*.md")))
+    assert rows["preset"][0] == "stopped at the budget of 20 s" and int(rows["preset"][1]) <= 20 + 10
+    assert re.fullmatch(r"skipped: would end near \d+ s, past the budget of 20 s", rows["decode"][0])
+    assert not list(results.glob("train-tiny-*.json"))
+    with tarfile.open(out / "gpu-results.tar.gz") as packed:
+        assert sorted(packed.getnames()) == sorted(p.name for p in results.iterdir() if p.name != "earlier-run.md")
+        assert any(name.startswith("train-tiny-") and name.endswith(".log") for name in packed.getnames())
+
+
+def test_estimates_are_piece_seconds_pairs(tmp_path):
+    done = subprocess.run(["bash", "benchmarks/gpu_results.sh"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "ESTIMATES": "decode=fast", "RESULTS": str(tmp_path / "r")})
+    assert done.returncode == 2 and "piece=seconds pairs, got 'decode=fast'" in done.stderr
 
 
 def test_an_unknown_piece_stops_the_run_before_anything_runs(tmp_path):
