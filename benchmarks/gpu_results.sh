@@ -54,6 +54,10 @@ for pair in ${ESTIMATES:-}; do
     ESTIMATE[${pair%%=*}]=${pair#*=}
 done
 
+if [[ ! $BUDGET =~ ^[0-9]+$ ]]; then
+    echo "gpu_results.sh: the budget is whole seconds (0: none), got '$BUDGET'" >&2
+    exit 2
+fi
 for name in $PIECES; do
     case $name in
     decode|step|shakespeare|bench|preset|notebooks) ;;

@@ -201,10 +201,12 @@ def test_a_piece_still_running_at_the_budget_is_stopped_and_what_finished_comes_
         assert any(name.startswith("train-tiny-") and name.endswith(".log") for name in packed.getnames())
 
 
-def test_estimates_are_piece_seconds_pairs(tmp_path):
+@pytest.mark.parametrize("setting, message", [({"ESTIMATES": "decode=fast"}, "piece=seconds pairs, got 'decode=fast'"),
+                                              ({"BUDGET": "9m"}, "the budget is whole seconds (0: none), got '9m'")])
+def test_estimates_and_the_budget_are_whole_seconds(tmp_path, setting, message):
     done = subprocess.run(["bash", "benchmarks/gpu_results.sh"], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "ESTIMATES": "decode=fast", "RESULTS": str(tmp_path / "r")})
-    assert done.returncode == 2 and "piece=seconds pairs, got 'decode=fast'" in done.stderr
+                          env={**os.environ, **setting, "RESULTS": str(tmp_path / "r")})
+    assert done.returncode == 2 and message in done.stderr and not (tmp_path / "r").exists()
 
 
 def test_an_unknown_piece_stops_the_run_before_anything_runs(tmp_path):
