@@ -174,8 +174,14 @@ MISTAKES = {
             "not the loss of the last training batch"),
         "a nan picked as the best rate": (
             "final_loss", "    finite = [(loss, lr) for loss, lr in zip(losses, lrs) if math.isfinite(loss)]\n"
-            "    return losses, min(finite)[1]", "    return losses, min(zip(losses, lrs))[1]", "test_lr_sweep",
-            "skip losses that are not finite"),
+            "    return losses, min(finite)[1] if finite else None", "    return losses, min(zip(losses, lrs))[1]",
+            "test_lr_sweep", "skip losses that are not finite"),
+        "min() of an empty list when every run diverged": (
+            "final_loss", "min(finite)[1] if finite else None", "min(finite)[1]", "test_lr_sweep",
+            "return best_lr = None instead of taking min() of an empty list"),
+        "a diverged rate named the best when every run diverged": (
+            "final_loss", "min(finite)[1] if finite else None", "min(finite)[1] if finite else lrs[0]", "test_lr_sweep",
+            "it is never the best rate, even when every run diverged"),
         "linear x axis": (
             "final_loss", '    ax.set_xscale("log")\n', "", "test_lr_sweep", "use ax.set_xscale('log')"),
         "plot without its Axes returned": (
