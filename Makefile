@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 JOBS ?= 2
 
-.PHONY: setup book site-assets exercises normalize translations test bench gpu-results clean
+.PHONY: setup book site-assets exercises normalize translations test bench gpu-results device-bundle clean
 
 setup: $(VENV)/.installed
 
@@ -58,6 +58,11 @@ bench: setup
 # (NANOGPT=path/to/nanoGPT adds the side-by-side comparisons).
 gpu-results: setup
 	DATA="$(DATA)" NANOGPT="$(NANOGPT)" PY=$(PY) bash benchmarks/gpu_results.sh
+
+# Before a session that is lent a GPU: what its image lacks (wheels, nanoGPT's source, the data) into the
+# ignored .device/, carried by benchmarks/device_run.sh's call (see benchmarks/README.md).
+device-bundle: setup
+	$(PY) benchmarks/device_gather.py --nanogpt "$(NANOGPT)"
 
 clean:
 	rm -rf _build .pytest_cache
