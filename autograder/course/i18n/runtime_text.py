@@ -72,7 +72,7 @@ class _Program:
         self.bound: dict[str, list[ast.AST]] = {}
         self.added: dict[str, list[ast.AST]] = {}                   # list.append(item): the items
         self.extended: dict[str, list[ast.AST]] = {}                # list.extend(items), +=: iterables
-        self.loops: list[tuple[ast.AST, ast.AST]] = []              # (target, iterable)
+        self.loops: dict[str, list[tuple[ast.AST, ast.AST]]] = {}   # name -> (target, iterable) binding it
         self.returns: dict[str, list[ast.AST]] = {}
         self.parameters: dict[str, list[tuple[str, int]]] = {}     # parameter -> (function, position)
         self.calls: dict[str, list[ast.Call]] = {}
@@ -86,7 +86,8 @@ class _Program:
                 elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                     self.extended.setdefault(node.target.id, []).append(node.value)
                 elif isinstance(node, (ast.For, ast.comprehension)):
-                    self.loops.append((node.target, node.iter))
+                    for name in {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}:
+                        self.loops.setdefault(name, []).append((node.target, node.iter))
                 elif isinstance(node, (ast.FunctionDef, ast.Lambda)):
                     self._function(node)
                 elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -186,9 +187,8 @@ class _Program:
         import ast
 
         found = list(self.bound.get(name, []))
-        for target, iterable in self.loops:
-            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)):
-                found += [v for item in self._items(iterable, seen) for v in self._unpacked(target, item, name)]
+        for target, iterable in self.loops.get(name, []):
+            found += [v for item in self._items(iterable, seen) for v in self._unpacked(target, item, name)]
         for function, position in self.parameters.get(name, []):
             for call in self.calls.get(function, []):
                 found += [k.value for k in call.keywords if k.arg == name]
