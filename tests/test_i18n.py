@@ -490,10 +490,11 @@ def test_terms_that_had_several_forms_have_one():
     for english, chinese in {"prompt": "提示词", "interleaved pairing": "相邻配对", "nats": "奈特",
                              "learned positional embedding": "可学习位置嵌入", "dilation": "扩张率",
                              "to mask": "施加掩码", "the course library": "课程库",
-                             "Question N (an exercise's review question)": "第 N 题"}.items():
+                             "Question N (an exercise's review question)": "第 N 题", "hidden state": "隐藏状态",
+                             "Llama 2": "Llama 2"}.items():
         assert chosen.get(english) == chinese, f"terms.yml: {english} should be {chinese}, is {chosen.get(english)}"
     pages = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "zh").rglob("*.ipynb"))
-    for avoided in ("本库", "膨胀率", "交错配对", "整个提示在", "可学习的绝对位置"):
+    for avoided in ("本库", "膨胀率", "交错配对", "整个提示在", "可学习的绝对位置", "隐状态"):
         assert avoided not in pages, f"a Chinese page still says {avoided}"
 
 
