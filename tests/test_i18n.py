@@ -478,6 +478,26 @@ def test_chinese_pages_are_typeset_as_chinese():
     assert not wrong, f"{len(wrong)} typesetting mistakes:\n" + "\n".join(wrong[:30])
 
 
+def test_brackets_in_brackets_are_found_and_calls_are_not():
+    """Issue 29 counted 12 nested or back-to-back parentheses on the Chinese pages; `i18n check` (through
+    ``reader_problems``, the typesetting list above) now names each, whether the inner one is a term's
+    gloss or a remark, in full-width or ASCII brackets; a call's parentheses are notation."""
+    found = reader_checks.parenthesis_problems
+    assert len(found("机制（注意力、掩码（mask）、多头）。")) == 1
+    assert len(found("错误（例如“除以 sqrt(d_k)？”（did you divide）），与（一（二（三））") + found("甲（乙 (丙)）")) == 3
+    assert found("编码器（encoder）（BERT 风格）")[0].startswith("parentheses back to back: ")
+    assert found("编码器（encoder） （BERT 风格）") and found("（一）(二)")
+    assert not found("编码器（encoder，见第 7 章）上；LayerNorm(x + Sublayer(x)) 与 f(g(x))，（甲）和（乙）。")
+    assert not found("（甲\n\n乙）（丙")[1:], "a paragraph's brackets are its own"
+
+
+def test_ascii_quotation_marks_around_chinese_are_a_typesetting_mistake():
+    """Chapter 09 timed \"分配并填满一个……新张量\" in ASCII quotes; Chinese text is quoted “…”, and English
+    or code in ASCII quotes is left alone."""
+    assert reader_checks.typesetting_problems('最后单独计时"分配并填满一个\n新张量"要花多久。')
+    assert not reader_checks.typesetting_problems('它打印 "No GPU found" 与“分配”。')
+
+
 def test_every_chinese_page_uses_one_form_per_term():
     """locales/zh_CN/terms.yml: one Chinese form per term, the English at its first use."""
     wrong = _reader_problems("terms")

@@ -1,4 +1,4 @@
-"""What a Chinese reader sees: English left over, typesetting mistakes, one form per term."""
+"""What a Chinese reader sees: English left over, typesetting mistakes, brackets in brackets, one form per term."""
 
 from __future__ import annotations
 
@@ -82,6 +82,7 @@ _TYPESETTING = [
     (re.compile(rf"[\u4e00-\u9fff][,;:?!](?=\s|[\u4e00-\u9fff]|$)|[\u4e00-\u9fff]\.(?=\s*[\u4e00-\u9fff]|\s*$)"),
      "ASCII punctuation after a Chinese character (use ，；：？！。)"),
     (re.compile(r"\d\s+%"), "a space before % (46%)"),
+    (re.compile(r'"[^"]{0,200}?[\u4e00-\u9fff][^"]{0,200}?"'), "ASCII quotation marks around Chinese (use “”)"),
     (re.compile(r"[“‘]\s|\s[”’]"), "a space inside quotation marks"),
     (re.compile(rf"[\u4e00-\u9fff]\s*->|->\s*[\u4e00-\u9fff]"), "ASCII -> in Chinese text (use →)"),
     (re.compile(rf"(?<![*\w”’.)）])\*[^*\s][^*]*[\u4e00-\u9fff][^*]*\*(?!\*)|(?<![\w_])_[^_\s][^_]*[\u4e00-\u9fff][^_]*_(?![\w_])"),
@@ -101,6 +102,42 @@ def typesetting_problems(prose: str) -> list[str]:
         for match in pattern.finditer(prose):
             context = prose[max(0, match.start() - 5):match.end() + 5].replace("\n", " ")
             found.append(f"{what}: …{context}…")
+    return found
+
+
+# A call's parentheses (``sqrt(d_k)``, ``LayerNorm(x + Sublayer(x))``): notation, not a remark in brackets.
+_CALL = re.compile(r"(?<=[\w.])\([^()（）]*\)")
+
+
+def parenthesis_problems(prose: str) -> list[str]:
+    """Brackets a Chinese teacher would not write: a remark in parentheses inside another (``（…（…）…）``,
+    a term's English gloss inside a remark included) or two parenthesised remarks back to back
+    (``……）（……``), one line per place. A call's parentheses are notation and do not count.
+
+    Example:
+        >>> parenthesis_problems("每一章讲一种机制（注意力、掩码（mask）、多头）。编码器（encoder）（BERT 风格）。sqrt(d_k) 与 f(g(x))。")
+        ['nested parentheses: …章讲一种机制（注意力、掩码（mask）、多头）…', 'parentheses back to back: …编码器（encoder）（BERT 风格）…']
+    """
+    found = []
+    for paragraph in re.split(r"\n\s*\n", prose):
+        text, previous = paragraph.replace("\n", " "), None
+        while previous != text:                       # innermost calls first: f(g(x))
+            previous, text = text, _CALL.sub("⟨⟩", text)
+        depth, start, nested = 0, 0, False
+        for position, char in enumerate(text):
+            if char in "（(":
+                start, nested = (position, False) if depth == 0 else (start, True)
+                depth += 1
+            elif char in "）)" and depth:
+                depth -= 1
+                if depth == 0 and nested:           # the whole outer remark, once
+                    found.append(f"nested parentheses: …{text[max(0, start - 6):position + 1]}…")
+        if depth and nested:                        # one left open to the paragraph's end
+            found.append(f"nested parentheses: …{text[max(0, start - 6):start + 60]}…")
+        for match in re.finditer(r"[）)][ \t]*[（(]", text):
+            opening = text.rfind("（", 0, match.start())
+            closing = text.find("）", match.end())
+            found.append(f"parentheses back to back: …{text[max(0, opening - 3):closing + 1]}…")
     return found
 
 
@@ -156,6 +193,7 @@ def reader_problems(root: Path = REPO_ROOT) -> list[str]:
         where = path.relative_to(root).as_posix()
         found += [f"{where}: English left: {run!r}" for run in english_runs(prose, terms["keep"])]
         found += [f"{where}: {problem}" for problem in typesetting_problems(prose)]
+        found += [f"{where}: {problem}" for problem in parenthesis_problems(prose)]
         # The glossary gives every term's English on the line above its entry: no parentheses needed.
         listed = [dict(t, gloss=False) for t in terms["terms"]] if page.docname == "book/glossary" else terms["terms"]
         found += [f"{where}: {problem}" for problem in term_problems(prose, listed)]
