@@ -6,6 +6,7 @@ and by the course tooling that rewrites links (:mod:`autograder.course.notebooks
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,8 +95,19 @@ def repository_settings(root: Path = REPO_ROOT) -> RepositorySettings:
     """
     config_path = Path(root) / "_config.yml"
     try:
-        config = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as error:
+        text = config_path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read {config_path}: {error}") from error
+    return _parsed_settings(config_path, text)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_settings(config_path: Path, text: str) -> RepositorySettings:
+    """:func:`repository_settings` of one text of ``_config.yml``, parsed once: rewriting a course's links
+    asks for the settings once per cell (thousands of times), and YAML parsing costs milliseconds."""
+    try:
+        config = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
         raise ConfigError(f"cannot read {config_path}: {error}") from error
     repository = config.get("repository") if isinstance(config, dict) else None
     repository = repository if isinstance(repository, dict) else {}
