@@ -491,6 +491,18 @@ def test_brackets_in_brackets_are_found_and_calls_are_not():
     assert not found("（甲\n\n乙）（丙")[1:], "a paragraph's brackets are its own"
 
 
+def test_a_quoted_chapter_title_carries_no_gloss_and_the_gloss_follows_in_the_text():
+    """Issue 29: 实现“位置编码（positional encoding）”一章中的各种位置编码（positional encoding）方案 glossed
+    the term twice in one sentence; the title is quoted as it stands and the term is glossed at its first
+    use in the text."""
+    terms = [{"en": "positional encoding", "zh": "位置编码"}]
+    said = reader_checks.term_problems("实现“位置编码（positional encoding）”一章中的各种位置编码方案。", terms)
+    assert said and said[0].startswith("a gloss inside a quoted chapter title"), said
+    assert reader_checks.term_problems("实现“位置编码”一章中的各种位置编码方案。", terms) == [
+        "first use of 位置编码 without （positional encoding）"]
+    assert not reader_checks.term_problems("实现“位置编码”一章中的各种位置编码（positional encoding）方案。", terms)
+
+
 def test_ascii_quotation_marks_around_chinese_are_a_typesetting_mistake():
     """Chapter 09 timed \"分配并填满一个……新张量\" in ASCII quotes; Chinese text is quoted “…”, and English
     or code in ASCII quotes is left alone."""

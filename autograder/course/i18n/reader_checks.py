@@ -142,19 +142,23 @@ def parenthesis_problems(prose: str) -> list[str]:
 
 
 def _headings_removed(prose: str) -> str:
-    return re.sub(r"(?m)^\s*#+\s.*$", " ", prose)
+    """``prose`` without its headings and the chapter titles it quotes (“位置编码”一章): a title is quoted
+    as it stands, and a term's English follows its first use in the text itself."""
+    return re.sub(r"(?m)^\s*#+\s.*$|“[^”\n]*”一章", " ", prose)
 
 
 def term_problems(prose: str, terms: list[dict]) -> list[str]:
-    """Where a page departs from the term list: a form to avoid, or a term's first use (outside
-    headings) without its English in full-width parentheses.
+    """Where a page departs from the term list: a form to avoid, a term's first use (outside
+    headings and quoted chapter titles) without its English in full-width parentheses, or a gloss
+    inside a quoted chapter title (“位置编码（positional encoding）”一章: a title is quoted as it stands).
 
     Example:
         >>> term_problems("被掩蔽的位置。词元是模型的输入。", [{"en": "token", "zh": "词元"},
         ...                {"en": "masked", "zh": "被掩码", "avoid": ["被掩蔽"], "gloss": False}])
         ['first use of 词元 without （token）', '"被掩蔽" (write 被掩码 for masked)']
     """
-    found = []
+    found = [f"a gloss inside a quoted chapter title: {m.group(0)}"
+             for m in re.finditer(r"“[^”\n]*（[^（）\u4e00-\u9fff]*）[^”\n]*”一章", prose)]
     for term in terms:
         for avoided in term.get("avoid", []):
             if avoided in prose:
