@@ -7,7 +7,8 @@ name-matching source check used to punish: a helper method named like a switched
 setattr loops over computed names on ``self``, ``model.train()`` in a train step, ``.decode()`` /
 ``.generate()`` methods of the learner's own objects, ``x.grad`` reads, a top-level comparison with the
 built-in the part replaces (in the same cell or in an extra one), an extra helper cell with ``torch.cat``,
-parameters named ``input`` / ``vars`` / ``compile``, the Chinese edition, a setup cell pinned to an
+parameters named ``input`` / ``vars`` / ``compile``, the Chinese edition (two assignments of one learner;
+``tests/test_notebooks.py`` grades every assignment's), a setup cell pinned to an
 earlier release. Each must earn every automatic point with no flag. The hostile notebooks switch the
 kernel's guard off through a scope-blind name or an attribute path, or reach a switched-off built-in
 through a computed ``getattr``: each earns nothing for the part it attacks.
@@ -411,7 +412,10 @@ def _honest() -> dict[str, tuple[str, str]]:
             + "\n    def generate(self, idx, max_new_tokens, **options):\n"
               "        return generate(self, idx, max_new_tokens, **options)\n"}, extra=[GENERATE_CALL])),
     }
-    for assignment in sorted(NOTEBOOKS):      # one learner of the Chinese class, every assignment right
+    # One learner of the Chinese class hands in two assignments, every answer right. Every assignment's
+    # Chinese edition with the answers typed in is graded by tests/test_notebooks.py's round trip, which
+    # also asks for no flag: grading all of them here again would double the most expensive kernels.
+    for assignment in (a01, a02):
         variants[f"zh-learner/{assignment}"] = (assignment, notebook(assignment, edition="zh/exercises"))
     return variants
 

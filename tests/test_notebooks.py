@@ -158,6 +158,7 @@ def test_solution_autogrades_to_full_marks(round_trip, student):
     short = {cell: f"{score:g} of {result.cell_max_scores[cell]:g}" for cell, score in autograded.items()
              if score != result.cell_max_scores[cell]}
     assert not short, f"the solution loses points in {short}"
+    assert not result.flags, f"the model answers are flagged for the instructor: {result.flags}"
 
 
 @pytest.mark.slow
