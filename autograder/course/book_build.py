@@ -14,6 +14,7 @@ build and reports the error there, in its own words.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import subprocess
 import sys
@@ -192,7 +193,7 @@ def prime(editions: list[Edition], *, workers: int | None = None, progress: bool
     threads = max(1, _cores() // workers)
     with ThreadPoolExecutor(workers) as pool, tempfile.TemporaryDirectory(prefix="book-chapters-") as folder, \
             tqdm(total=len(jobs), desc="executing chapters", unit="chapter", disable=not (progress and jobs)) as bar:
-        running = {}
+        running, names = {}, itertools.count()
 
         def start_next() -> None:
             """Start the longest job by what is known now (an edition's run times its twin in the other)."""
@@ -200,7 +201,7 @@ def prime(editions: list[Edition], *, workers: int | None = None, progress: bool
             jobs.remove(job)
             edition, path, timeout, allow_errors = job
             env = dict(os.environ, **edition.kernel_env, **{name: str(threads) for name in THREAD_VARIABLES})
-            result = Path(folder) / f"{len(runs) + len(running)}.json"
+            result = Path(folder) / f"{next(names)}.json"
             running[pool.submit(_execute, path, env, timeout, allow_errors, result)] = (edition, path)
 
         for _ in range(min(workers, len(jobs))):
