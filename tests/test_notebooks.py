@@ -73,14 +73,13 @@ def _with_answers(exercise: Path, solution: Path, docstrings: dict[str, str] | N
     return dumps_normalized(nb)
 
 
-@pytest.fixture(scope="module")
-def round_trip(request, tmp_path_factory):
-    """Grade the solution and the released blank exercise of one assignment in one run."""
-    assignment = request.param
-    if not (ROOT / "exercises" / assignment).is_dir():
-        pytest.fail(f"exercises/{assignment} is missing; run `make exercises`")
-
-    def run(work: Path) -> dict:
+def _round_trips(work: Path) -> dict:
+    """Grade the solution and the released blank exercise of every assignment, in both editions, as one
+    batch (the job slots' referees start once, not once per assignment), then grade the written answers
+    by hand.
+    Returns ``{"<assignment>/<student>": result fields}``."""
+    released = [a for a in ASSIGNMENTS if (ROOT / "exercises" / a).is_dir()]
+    for assignment in released:
         for student, folder in (("solution", "solutions"), ("blank", "exercises")):
             shutil.copytree(ROOT / folder / assignment, work / "submissions" / student / assignment)
         # The Chinese edition: its blank exercise, and the same notebook with the solution's answers typed in.
@@ -89,22 +88,32 @@ def round_trip(request, tmp_path_factory):
             target = work / "submissions" / "zh-solution" / assignment / notebook.name
             target.parent.mkdir(parents=True, exist_ok=True)
             docstrings = catalogues.translations(f"exercises/{assignment}/{notebook.stem}", ROOT,
-                                           context=docstring_text.DOCSTRING_CONTEXT)
+                                                 context=docstring_text.DOCSTRING_CONTEXT)
             assert docstrings, f"the Chinese {assignment} has no translated docstrings"
             target.write_text(_with_answers(notebook, ROOT / "solutions" / assignment / notebook.name, docstrings),
                               encoding="utf-8")
-        results = grade(work / "submissions", assignment, work / "out", root=ROOT, progress=False)
-        hand = _grade_by_hand(work / "out")
-        return {r.student: {**dataclasses.asdict(r), **hand.get(r.student, {})} for r in results}
-
-    return {student: SimpleNamespace(**fields)
-            for student, fields in run_once(tmp_path_factory, f"round-trip-{assignment}", run).items()}
+    results = grade(work / "submissions", "all", work / "out", root=ROOT, progress=False)
+    hand = _grade_by_hand(work / "out")
+    return {f"{r.assignment}/{r.student}": {**dataclasses.asdict(r), **hand.get((r.student, r.assignment), {})}
+            for r in results}
 
 
-def _grade_by_hand(out: Path) -> dict[str, dict]:
+@pytest.fixture(scope="module")
+def round_trip(request, tmp_path_factory):
+    """One assignment's four graded notebooks (solution, blank, zh-solution, zh-blank), from the batch
+    that grades every assignment once per session."""
+    assignment = request.param
+    if not (ROOT / "exercises" / assignment).is_dir():
+        pytest.fail(f"exercises/{assignment} is missing; run `make exercises`")
+    graded = run_once(tmp_path_factory, "round-trips", _round_trips)
+    return {key.partition("/")[2]: SimpleNamespace(**fields) for key, fields in graded.items()
+            if key.partition("/")[0] == assignment}
+
+
+def _grade_by_hand(out: Path) -> dict[tuple[str, str], dict]:
     """Grade the written answers as an instructor on the review page would: full points for an answer,
-    0 for a cell left as released; then merge. Returns, per learner, the hand-graded cells, which of
-    them were blank, and the score and ``needs_manual_grade`` after the merge."""
+    0 for a cell left as released; then merge. Returns, per learner and assignment, the hand-graded
+    cells, which of them were blank, and the score and ``needs_manual_grade`` after the merge."""
     from autograder.instructor.manual import HandScore, merge_manual_scores, write_hand_scores
     from autograder.instructor.review import load_questions
 
@@ -112,17 +121,17 @@ def _grade_by_hand(out: Path) -> dict[str, dict]:
     scores = {(e.learner, q.assignment, q.key): HandScore(0.0 if e.blank else q.max_points, "", e.digest)
               for q in questions for e in q.entries}
     write_hand_scores(out, scores)
-    merged = {r.learner: r for r in merge_manual_scores(out, None).results}
-    found: dict[str, dict] = {}
+    merged = {(r.learner, r.assignment): r for r in merge_manual_scores(out, None).results}
+    found: dict[tuple[str, str], dict] = {}
     for q in questions:
         for e in q.entries:
-            mine = found.setdefault(e.learner, {"hand_graded": [], "blank_answers": [], "unstored": []})
+            mine = found.setdefault((e.learner, q.assignment), {"hand_graded": [], "blank_answers": [], "unstored": []})
             mine["hand_graded"].append(q.key)
             mine["blank_answers"] += [q.key] if e.blank else []
             mine["unstored"] += [q.key] if e.answer is None else []
-    for learner, mine in found.items():
-        mine.update(score_after_hand_grading=merged[learner].score,
-                    waiting_after_hand_grading=merged[learner].needs_manual_grade)
+    for pair, mine in found.items():
+        mine.update(score_after_hand_grading=merged[pair].score,
+                    waiting_after_hand_grading=merged[pair].needs_manual_grade)
     return found
 
 
