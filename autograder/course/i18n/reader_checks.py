@@ -85,8 +85,6 @@ _TYPESETTING = [
     (re.compile(r'"[^"]{0,200}?[\u4e00-\u9fff][^"]{0,200}?"'), "ASCII quotation marks around Chinese (use “”)"),
     (re.compile(r"[“‘]\s|\s[”’]"), "a space inside quotation marks"),
     (re.compile(rf"[\u4e00-\u9fff]\s*->|->\s*[\u4e00-\u9fff]"), "ASCII -> in Chinese text (use →)"),
-    (re.compile(rf"(?<![*\w”’.)）])\*[^*\s][^*]*[\u4e00-\u9fff][^*]*\*(?!\*)|(?<![\w_])_[^_\s][^_]*[\u4e00-\u9fff][^_]*_(?![\w_])"),
-     "italics on Chinese characters (use bold or nothing)"),
 ]
 
 
@@ -102,6 +100,31 @@ def typesetting_problems(prose: str) -> list[str]:
         for match in pattern.finditer(prose):
             context = prose[max(0, match.start() - 5):match.end() + 5].replace("\n", " ")
             found.append(f"{what}: …{context}…")
+    return found + italic_problems(prose)
+
+
+# Markdown emphasis in one line: ``*...*`` or ``_..._`` opening on a character that is not a space and
+# closing on one, not part of ``**bold**``; an underscore run opens and closes beside no letter or digit
+# (``q_proj_x`` is a name). Chinese characters count as neither here: ``增长*成为可能*：`` is emphasis
+# (``\w`` would take 长 as a letter and miss it, as the first form of this check did).
+_EMPHASIS = re.compile(r"(?<!\*)\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?!\*)"
+                       r"|(?<![A-Za-z0-9_])_(?=[^\s_])([^_\n]+?)(?<=[^\s_])_(?![A-Za-z0-9_])")
+
+
+def italic_problems(prose: str) -> list[str]:
+    """Chinese characters set in italics (Markdown ``*...*`` or ``_..._``): Chinese type has no italic,
+    a browser slants the glyphs; emphasis in Chinese is bold or nothing. Italic English stays
+    (``把 *tired* 换成 *wide*``), bold does not count.
+
+    Example:
+        >>> italic_problems("只是让增长*成为可能*：把 *tired* 换成 **重要的** _词_。")
+        ['italics on Chinese characters (use bold or nothing): …只是让增长*成为可能*：把 *t…', 'italics on Chinese characters (use bold or nothing): …要的** _词_。…']
+    """
+    found = []
+    for match in _EMPHASIS.finditer(prose):
+        if re.search(r"[\u4e00-\u9fff]", match.group(1) or match.group(2)):
+            context = prose[max(0, match.start() - 5):match.end() + 5].replace("\n", " ")
+            found.append(f"italics on Chinese characters (use bold or nothing): …{context}…")
     return found
 
 
