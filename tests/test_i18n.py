@@ -205,6 +205,39 @@ def test_line_breaks_between_chinese_characters_are_joined_but_not_in_code_or_ma
     assert "# 中文\n# 注释" in joined and "\\text{中}\n\\text{文}" in joined
 
 
+def test_line_breaks_beside_full_width_punctuation_are_joined_whatever_is_on_the_other_side():
+    """Issue 29: a break after ；，、： before code, math or a Latin word, or before （ after a role, showed
+    as a space on the built pages; a break that opens a list item or ends a directive's title stays."""
+    cases = {
+        "AVX512-BF16 或 AMX；\n`course_runtime` 会": "AVX512-BF16 或 AMX；`course_runtime` 会",
+        "{cite:p}`xiong2020layer`\n（第 5 章）": "{cite:p}`xiong2020layer`（第 5 章）",
+        "每层需要 $2Td$ FLOPs，  \n  $L$ 层共": "每层需要 $2Td$ FLOPs，$L$ 层共",
+        "（即**句子嵌入**）：\n6 个": "（即**句子嵌入**）：6 个",
+        "**为什么吃力。**\nLSTM 的": "**为什么吃力。**LSTM 的",
+        "如下：\n- 一\n1. 二": "如下：\n- 一\n1. 二",
+        "```{note} 注意：\n内容": "```{note} 注意：\n内容",
+        ":::{tip}\n（括号）": ":::{tip}\n（括号）",
+        "在 CPU\n上运行": "在 CPU\n上运行",
+    }
+    for text, joined in cases.items():
+        assert typesetting.join_cjk_lines(text) == joined, text
+
+
+def test_no_built_chinese_page_breaks_a_line_beside_full_width_punctuation():
+    """The built pages' Markdown has no line break beside full-width punctuation inside a paragraph
+    (outside code and display math), so no such space can come back from a catalogue's wrapped lines."""
+    beside = re.compile(rf"[{typesetting.FULLWIDTH_PUNCT}][*_]*[ \t]*\n[ \t]*(?![-*+][ \t]|\d+[.)][ \t]|[#>|:<]|`{{3}}|~{{3}}|\$\$|\n|$)\S"
+                        rf"|[^\s:~|][ \t]*\n[ \t]*[*_]*[{typesetting.FULLWIDTH_PUNCT}]")
+    found = []
+    for path in sorted((ROOT / "zh").rglob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            prose = re.sub(r"(`{3,}|~{3,}).*?\1|\$\$.*?\$\$", " ", "".join(cell["source"]), flags=re.DOTALL)
+            found += [f"{path.relative_to(ROOT)}: …{prose[m.start() - 8:m.end() + 8]!r}…" for m in beside.finditer(prose)]
+    assert not found, "\n".join(found[:20])
+
+
 def test_code_strings_become_messages_and_f_strings_patterns():
     code = ("ax.set_title(f'layer {layer}, head {h:.0f}')\nax.plot(x, label='train loss', color='C0')\n"
             "w = widgets.IntSlider(description='branch gain')\nax.legend(loc='upper left')\n")

@@ -13,25 +13,52 @@ from autograder.course.i18n.extract import FENCE
 CJK = "\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\u201c\u201d\u2018\u2019\u2014\u2026"
 # A line break with a Chinese character on both sides, allowing emphasis, a role or a link's end between.
 _CJK_BREAK = re.compile(rf"([{CJK}](?:\*\*|\*|_|`|\]\([^)\s]*\)|\])?)\n[ \t]*((?:\*\*|\*|_|\[|\{{[\w:-]+\}}`)?[{CJK}])")
+#: Full-width punctuation (and the curly quotes, dash and ellipsis): it carries its own spacing, so no
+#: space may stand after or before it, whatever is on the other side (code, math, a role, a Latin word).
+FULLWIDTH_PUNCT = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65\u201c\u201d\u2018\u2019\u2014\u2026"
+# A line break after full-width punctuation (emphasis may close between) or before it (emphasis may
+# open between), spaces and tabs around it included.
+_PUNCT_BREAK = re.compile(rf"(?<=[{FULLWIDTH_PUNCT}])(?:\*\*|\*|_)?[ \t]*\n[ \t]*"
+                          rf"|[ \t]*\n[ \t]*(?=(?:\*\*|\*|_)?[{FULLWIDTH_PUNCT}])")
+# A line that opens a Markdown block (a list item, heading, quote, table row, fence, directive or its
+# option, display math, a label): the break before it is a real one.
+_BLOCK_START = re.compile(r"[ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[#>|]|`{3}|~{3}|:|\$\$|\([^)\s]*\)=)")
 # Spans whose line breaks mean something: code fences (not a directive's) and display math.
 _KEEP_LINES = re.compile(r"(`{3,}|~{3,})(?![ \t]*\{(?!code|math))[^\n]*\n.*?\1|\$\$.*?\$\$", re.DOTALL)
 
 
+def _joined(text: str) -> str:
+    """``text`` with each line break between Chinese characters or beside full-width punctuation
+    removed, except where the next line opens a block or the line before is a heading, table row, fence,
+    directive or directive option (``注意：`` closing a directive's title line stays apart from its body)."""
+    def join(match: re.Match, joined: str) -> str:
+        newline = text.index("\n", match.start())
+        before = text[text.rfind("\n", 0, newline) + 1:newline]
+        if _BLOCK_START.match(text, newline + 1) or re.match(r"[ \t]*(?:`{3}|~{3}|:|#|\|)", before) or not before.strip():
+            return match.group(0)
+        return joined
+    text = _CJK_BREAK.sub(lambda m: join(m, m.group(1) + m.group(2)), text)
+    return _PUNCT_BREAK.sub(lambda m: join(m, m.group(0).strip(" \t\n")), text)
+
+
 def join_cjk_lines(text: str) -> str:
-    r"""Join the lines of a Chinese paragraph where the break falls between two Chinese characters.
+    r"""Join the lines of a Chinese paragraph where the break falls between two Chinese characters,
+    or after or before full-width punctuation (whatever is on its other side).
 
     A browser shows a line break inside a paragraph as a space, which is right between English
-    words and wrong between Chinese characters ("即一个 仅解码器模型").
+    words and wrong between Chinese characters ("即一个 仅解码器模型") and beside full-width
+    punctuation ("AMX； `torch`", "`key` （第 5 章）"). A break before a list item, heading, fence or
+    directive option stays.
 
     Example:
-        >>> join_cjk_lines("即一个\n**仅解码器模型**，\n在 CPU 上运行。\n- 列表项")
-        '即一个**仅解码器模型**，在 CPU 上运行。\n- 列表项'
+        >>> join_cjk_lines("即一个\n**仅解码器模型**，\n在 CPU 上运行，\n`x` 很小\n（见上）：\n- 列表项")
+        '即一个**仅解码器模型**，在 CPU 上运行，`x` 很小（见上）：\n- 列表项'
     """
     out, last = [], 0
     for kept in _KEEP_LINES.finditer(text):
-        out += [_CJK_BREAK.sub(r"\1\2", text[last:kept.start()]), kept.group(0)]
+        out += [_joined(text[last:kept.start()]), kept.group(0)]
         last = kept.end()
-    out.append(_CJK_BREAK.sub(r"\1\2", text[last:]))
+    out.append(_joined(text[last:]))
     return "".join(out)
 
 
