@@ -19,18 +19,30 @@ referee's :class:`autograder.core.outcomes.Verdict`, never on its text:
   (``words``), without what the kernel added.
 
 :func:`shown_test_reason` and :func:`after_hidden_cell` do the wording; :func:`runs_after_hidden_code`
-tells whether a test cell's visible part can fail after its own hidden part ran.
+tells whether a test cell's visible part can fail after its own hidden part ran. :func:`hidden_check_in`
+words a failed hidden check in the notebook's language: the author's words of a hidden region come from
+the grader's own catalogue (:data:`HIDDEN_CATALOGUE`), which stays with the grader, since the catalogues
+that learners install with the course would give the hidden tests' words away.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import replace
+from pathlib import Path
 
 from autograder.core.outcomes import HINT_LINE, STANDARD_EXCEPTIONS, CellOutcome, Failure, Verdict
 from autograder.engine.referee import hidden_line_numbers
+from course_runtime.language import ENGLISH, catalogue, read_po, template_parts, translate_message
 
-__all__ = ["NOT_SHOWN", "OWN_CLASS", "after_hidden_cell", "exception_name", "runs_after_hidden_code",
-           "shown_test_reason"]
+__all__ = ["HIDDEN_CATALOGUE", "NOT_SHOWN", "OWN_CLASS", "after_hidden_cell", "exception_name", "hidden_catalogue",
+           "hidden_check_in", "runs_after_hidden_code", "shown_test_reason"]
+
+#: The translations of what the authors of hidden tests wrote (``python -m autograder i18n update`` extracts
+#: them from the solutions' hidden regions): a file of the grader, not of the package's data, so that no
+#: learner's install of the course holds it.
+HIDDEN_CATALOGUE = Path(__file__).with_name("locales") / "{language}" / "LC_MESSAGES" / "hidden.po"
 
 OWN_CLASS = "an exception of a class of your own or a library's (its name is not shown)"
 _HIDDEN_DATA = ("a hidden test had already called your code, and what your code says after that could carry the "
@@ -90,3 +102,49 @@ def shown_test_reason(verdict: Verdict, *, after_hidden: bool) -> str:
     text = (f"{kind}: {verdict.words} (its message is not shown: {_HIDDEN_DATA})" if verdict.words
             else f"{kind} (its message is not shown: {_HIDDEN_DATA})")
     return text + (HINT_LINE + verdict.hint if verdict.hint and verdict.hint_written else "")
+
+
+@functools.lru_cache(maxsize=None)
+def hidden_catalogue(language: str) -> dict[str, str]:
+    """English -> ``language`` for the hidden tests' words (:data:`HIDDEN_CATALOGUE`), finished entries
+    only (not empty, not fuzzy); empty for English or a language without the file."""
+    path = Path(str(HIDDEN_CATALOGUE).format(language=language))
+    if language == ENGLISH or not path.is_file():
+        return {}
+    return {e.msgid: e.msgstr for e in read_po(path) if e.msgstr and "fuzzy" not in e.flags}
+
+
+def _words_in(words: str, language: str) -> str:
+    """A hidden verdict's ``words`` in ``language``: the author's text as the hidden catalogue translates
+    it; a check's name framed as the runtime catalogue frames it ("`{name}` is not correct"), a translated
+    name set as words, not as code; else ``words`` as they are (feedback shows English apart as code)."""
+    table = hidden_catalogue(language)
+    if words in table:
+        return table[words]
+    reading = catalogue("messages", language).reading(words)
+    if reading is None or not any(value in table for value in reading[1].values()):
+        return words
+    template, english = reading
+    # a translated value is marked, and the backticks that made the English name code go with the marks
+    filled = "".join(text if name is None else f"\0{table[english[name]]}\0" if english[name] in table
+                     else english[name] for text, name in template_parts(template))
+    filled = filled.replace("`\0", "").replace("\0`", "").replace("\0", "")
+    return re.sub(r"(?<=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]) (?=[\u4e00-\u9fff])", "", filled)  # Chinese, no space
+
+
+def hidden_check_in(verdict: Verdict, language: str) -> str:
+    """What feedback says of a failed hidden check (``Failure.HIDDEN_CHECK``) in ``language``: the
+    English of :func:`shown_test_reason`, its author's words and hint from the hidden catalogue
+    (:func:`hidden_catalogue`) where it has them, the sentence around them from the runtime catalogue.
+
+    Example:
+        >>> verdict = Verdict(Failure.HIDDEN_CHECK, "", words="`mask` is not correct", hint="…")
+        >>> hidden_check_in(verdict, "en") == shown_test_reason(verdict, after_hidden=True)
+        True
+    """
+    shown = replace(verdict, exception=verdict.exception and exception_name(verdict.exception))
+    if language == ENGLISH:
+        return shown.text
+    hint = verdict.hint and hidden_catalogue(language).get(verdict.hint, verdict.hint)
+    words = verdict.words and _words_in(verdict.words, language)
+    return translate_message(replace(shown, words=words, hint=hint).text, language)

@@ -21,7 +21,7 @@ from autograder.core.outcomes import HINT_LINE, Failure
 from autograder.core.results import GRADED, GradeResult, Status, feedback_folder, one_line, path_name, write_atomically
 from autograder.engine import stop_reasons
 from autograder.engine.answers import save_answers
-from autograder.engine.disclosure import after_hidden_cell, runs_after_hidden_code, shown_test_reason
+from autograder.engine.disclosure import after_hidden_cell, hidden_check_in, runs_after_hidden_code, shown_test_reason
 from autograder.engine.mounts import kernel_library
 from autograder.engine.plan import HIDDEN_BEGIN, MANUAL, TASK, TEST, AssignmentPlan, assemble
 from autograder.engine.policy import enforce
@@ -418,6 +418,8 @@ def in_learners_language(cells, outcomes: list, notebook) -> list:
 def _in_language(outcome, language: str) -> str:
     """What a failed test says, in ``language`` (see :func:`in_learners_language`)."""
     verdict = outcome.verdict
+    if verdict is not None and verdict.failure is Failure.HIDDEN_CHECK:
+        return hidden_check_in(verdict, language)        # its author's words from the grader's own catalogue
     if verdict is None or verdict.failure not in (Failure.VISIBLE, Failure.TEST) or outcome.reason != verdict.text:
         return translate_message(outcome.reason, language)
     said = verdict.message + ("" if verdict.hint is None else HINT_LINE + verdict.hint)

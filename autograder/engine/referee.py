@@ -186,21 +186,55 @@ def _raised_by_the_grader(error: BaseException) -> bool:
     return traceback is not None and Path(traceback.tb_frame.f_code.co_filename).resolve() in grader
 
 
+def _author_nodes(node: ast.AST) -> tuple[ast.AST | None, ast.AST | None, ast.AST | None]:
+    """``(message, name, hint)``: the expressions in which a test's author writes the words of a failure
+    of ``node``: an ``assert``'s or ``raise``'s message, or the ``name=`` and ``hint=`` of a check it calls."""
+    if isinstance(node, ast.Assert):
+        return node.msg, None, None
+    if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+        return node.exc.args[0], None, None
+    if isinstance(node, ast.Call):
+        keywords = {k.arg: k.value for k in node.keywords}
+        return None, keywords.get("name"), keywords.get("hint")
+    return None, None, None
+
+
 def _written_words(statement: ast.stmt | None) -> tuple[str | None, str | None]:
     """``(words, hint)`` a test's author wrote in a failing statement: an ``assert``'s or ``raise``'s
     message, or the ``name=`` and ``hint=`` of a check it calls (computed parts shown as ``…``)."""
-    if isinstance(statement, ast.Assert):
-        return _written_text(statement.msg), None
-    if isinstance(statement, ast.Raise) and isinstance(statement.exc, ast.Call) and statement.exc.args:
-        return _written_text(statement.exc.args[0]), None
+    message = _author_nodes(statement)[0] if statement is not None else None
+    if isinstance(statement, ast.Assert) or message is not None:
+        return _written_text(message), None
     words, hint = None, None
     for node in ast.walk(statement) if statement is not None else ():
-        if isinstance(node, ast.Call):
-            keywords = {k.arg: k.value for k in node.keywords}
-            name = _written_text(keywords.get("name"))
-            words = words or (f"`{name}` is not correct" if name else None)
-            hint = hint or _written_text(keywords.get("hint"))
+        _, name_node, hint_node = _author_nodes(node)
+        name = _written_text(name_node)
+        words = words or (f"`{name}` is not correct" if name else None)
+        hint = hint or _written_text(hint_node)
     return words, hint
+
+
+def hidden_words(source: str) -> list[str]:
+    """Every text the author of test cell ``source`` wrote in its hidden regions that
+    :func:`hidden_failure` can report, in the order written, each once: ``assert`` and ``raise``
+    messages, checks' ``name=`` (a verdict's words are then "`name` is not correct") and ``hint=``,
+    computed parts shown as ``…``.
+
+    Example:
+        >>> cell = ["### BEGIN HIDDEN TESTS", 'check(q, name=f"q of shape {s}", hint="scale it")',
+        ...         "### END HIDDEN TESTS"]
+        >>> hidden_words("\\n".join(cell))
+        ['q of shape …', 'scale it']
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    hidden = hidden_line_numbers(source)
+    nodes = sorted((n for n in ast.walk(tree) if getattr(n, "lineno", None) in hidden),
+                   key=lambda n: (n.lineno, n.col_offset))
+    texts = (_written_text(part) for node in nodes for part in _author_nodes(node))
+    return list(dict.fromkeys(text for text in texts if text))
 
 
 def hidden_failure(error: BaseException, source: str, lines: list[int]) -> Verdict:

@@ -19,6 +19,7 @@ from autograder.course.i18n.docstring_text import (DOCSTRING_CONTEXT, solution_d
                                                    without_docstrings)
 from autograder.course.i18n.extract import (COLAB_PATH, LANGUAGE, SITE_DOC, ZH_ROOT, messages, page_texts, pages,
                                             site_messages, written_answers)
+from autograder.course.i18n.hidden_text import hidden_problems, update_hidden
 from autograder.course.i18n.reader_checks import reader_problems
 from autograder.course.i18n.runtime_text import runtime_catalogue_path, runtime_drift, runtime_status, update_runtime
 from autograder.course.i18n.typesetting import MATH_CONTEXT, math_phrases
@@ -48,6 +49,7 @@ def update(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
             catalog = catalogue_template(msgids, location, **extra)
         write_catalogue(catalog, path)
     update_runtime(root)
+    update_hidden(root)            # after the runtime catalogue: a text a visible test shows too is not hidden
     return status(root)
 
 
@@ -347,7 +349,8 @@ def problems(root: Path = REPO_ROOT, *, complete: bool = True) -> list[str]:
                          f"and {counts['fuzzy']} outdated (fuzzy) {'messages' if runtime else 'paragraphs'}")
         if not runtime:
             found += markup_report(docname, root)
-    return found + runtime_drift(root) + code_cells_match(root) + (reader_problems(root) if complete else [])
+    return (found + runtime_drift(root) + hidden_problems(root, complete=complete) + code_cells_match(root)
+            + (reader_problems(root) if complete else []))
 
 
 def stale_entries(docname: str, root: Path = REPO_ROOT) -> list[dict]:
