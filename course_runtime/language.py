@@ -6,7 +6,7 @@ The Chinese notebooks run the same code cells as the English ones, byte for byte
 - ``locales/zh_CN/LC_MESSAGES/figures.po``: titles, axis labels, legends and widget labels;
 - ``locales/zh_CN/LC_MESSAGES/messages.po``: what a failed check or test says (``testing.check_close``
   and friends, the hints and ``assert`` messages of the exercises' visible tests, the stub's
-  ``NotImplementedError``).
+  ``NotImplementedError``) and what the exercises' cells print (``"Part A: visible tests passed."``).
 
 Both are written by ``python -m autograder i18n update`` from the code (English ``msgid``), and
 translated like the page catalogues. An entry flagged ``course-pattern`` came from an f-string: its
@@ -20,7 +20,8 @@ shown: matplotlib figures when they are drawn to an image (with a CJK font: ``$C
 installed on the system, or on Colab one fetched once; without one the figures stay English rather
 than show empty boxes, and :func:`install` says so in Chinese, with the fix), ipywidgets labels when a
 widget is made or relabelled (``interact`` names a slider after its keyword), tqdm progress bars'
-descriptions, and the traceback of a failed ``assert`` in IPython. Figure text that the code keeps
+descriptions, the traceback of a failed ``assert`` in IPython, and what a cell prints (a write that is all
+of a string the exercises print, ``messages.po``'s entries flagged ``course-print``). Figure text that the code keeps
 in a variable is translated the same way, when it is drawn (``python -m autograder i18n update`` follows
 such variables to find it, see ``autograder/course/i18n/runtime_text.py``). Loaded
 as an IPython extension (``%load_ext course_runtime.language``), it installs itself for the
@@ -48,6 +49,7 @@ ENV_FONT = "COURSE_CJK_FONT"
 CATALOGUE_DIR = Path(__file__).resolve().parent / "locales"
 DOMAINS = ("figures", "messages")
 PATTERN_FLAG = "course-pattern"
+PRINT_FLAG = "course-print"          # a messages.po entry that a code cell prints
 #: Fonts with Chinese glyphs that may already be installed (Debian, macOS, Windows).
 SYSTEM_CJK_FONTS = ("Noto Sans SC", "Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
                     "WenQuanYi Micro Hei", "PingFang SC", "Microsoft YaHei", "SimHei")
@@ -362,6 +364,16 @@ def catalogue(domain: str, language: str) -> Catalogue:
     return Catalogue(entries, _LIST_JOINERS.get(language) if domain == "messages" else None)
 
 
+@functools.lru_cache(maxsize=None)
+def printed_catalogue(language: str) -> Catalogue:
+    """The entries of ``messages.po`` flagged ``course-print``: what the exercises' cells print (``"Part A:
+    visible tests passed."``, ``"best rate: {sweep_best:g}"``), the only texts a kernel's output is
+    matched against; empty for English."""
+    path = CATALOGUE_DIR / language / "LC_MESSAGES" / "messages.po"
+    entries = read_po(path) if language != ENGLISH and path.is_file() else []
+    return Catalogue([e for e in entries if PRINT_FLAG in e.flags])
+
+
 def translate(text: str, domain: str = "messages", language: str | None = None) -> str:
     """``text`` in ``language`` (default: :func:`get_language`), or ``text`` itself when the catalogue
     does not know it.
@@ -673,6 +685,75 @@ def _install_tracebacks(language: str, ipython) -> bool:
     return True
 
 
+#: A write longer than this is passed on without a look: the lines the exercises print are short, and a
+#: learner's 10 MB string must cost nothing (a pattern's placeholders match any text).
+PRINTED_LONGEST = 2000
+# Every printed entry has an English word outside its placeholders: a write without two letters in a
+# row (a number, a newline, the space ``print`` puts between its arguments) cannot be one.
+_TWO_LETTERS = re.compile(r"[A-Za-z]{2}")
+
+
+def translate_printed(text: str, language: str | None = None) -> str:
+    """``text``, one write of a ``print`` (an argument, ``print`` writes each apart), in ``language`` when
+    it is all of a printed string the catalogue knows (spaces around it kept); else ``text`` itself.
+
+    Example:
+        >>> translate_printed("Part A: visible tests passed.", "en")
+        'Part A: visible tests passed.'
+    """
+    language = normalize_language(language) if language else get_language()
+    if (language == ENGLISH or not isinstance(text, str) or len(text) > PRINTED_LONGEST
+            or not _TWO_LETTERS.search(text)):
+        return text
+    found = printed_catalogue(language).lookup(text)
+    if found is None:
+        return text
+    stripped = text.strip()
+    start = text.index(stripped)
+    return text[:start] + found + text[start + len(stripped):]
+
+
+def _install_prints(language: str, ipython) -> bool:
+    """Translate what the kernel's cells print (``print("Part A: visible tests passed.")``), write by write.
+
+    The kernel's stream (``sys.stdout`` when this is installed) stays the object it is, of its type, with
+    every attribute; only its ``write`` is wrapped, and each call is passed on at once, translated where it
+    is all of a printed string (:func:`translate_printed`) and unchanged otherwise: nothing is held back or
+    reordered. IPython wraps the same ``write`` around each cell it runs (to keep the output in its
+    history) and puts the one before back afterwards, so the wrapper is put on again before each cell.
+    A learner who replaces ``sys.stdout`` (or redirects it) writes to their own stream, untouched. Only in
+    a kernel: a plain process's output is left alone."""
+    stream = sys.stdout
+    if ipython is None or stream is None:
+        return False
+
+    def wrap(*_info) -> None:
+        write = stream.write
+        if getattr(write, "_course_language", False):
+            return
+
+        @functools.wraps(write)
+        def translated_write(text, *args, **kwargs):
+            try:
+                shown = translate_printed(text)
+            except Exception:      # whatever went wrong here, the learner's output goes out as it was
+                shown = text
+            if shown is text:
+                return write(text, *args, **kwargs)
+            write(shown, *args, **kwargs)
+            return len(text)        # what the caller asked to write, as a stream reports it
+
+        translated_write._course_language = True
+        try:
+            stream.write = translated_write
+        except (AttributeError, TypeError):   # a stream whose methods are fixed (a C type without __dict__)
+            pass
+
+    wrap()
+    ipython.events.register("pre_run_cell", wrap)
+    return True
+
+
 class Installed(list):
     """The places :func:`install` translates: a list that a notebook cell does not echo (the Chinese
     setup cell ends with ``install('zh_CN')``, and its reader has nothing to do with the list)."""
@@ -688,8 +769,8 @@ def install(language: str | None = None, *, ipython=None, fetch_font: bool | Non
         fetch_font: download a CJK font when the machine has none (:func:`fetch_cjk_font`); default:
             on Colab only, whose stock runtime has none.
 
-    Returns the places now translated, among ``"figures"``, ``"widgets"``, ``"progress"`` and
-    ``"tracebacks"`` (figures only when a CJK font was found: otherwise it prints, in the language,
+    Returns the places now translated, among ``"figures"``, ``"widgets"``, ``"progress"``,
+    ``"tracebacks"`` and ``"prints"`` (figures only when a CJK font was found: otherwise it prints, in the language,
     how to get one). English installs nothing.
     """
     if language is not None:
@@ -709,7 +790,8 @@ def install(language: str | None = None, *, ipython=None, fetch_font: bool | Non
     for name, step in (("figures", lambda: _install_figures(language, fetch=fetch_font)),
                        ("widgets", lambda: _install_widgets(language)),
                        ("progress", lambda: _install_progress(language)),
-                       ("tracebacks", lambda: _install_tracebacks(language, ipython))):
+                       ("tracebacks", lambda: _install_tracebacks(language, ipython)),
+                       ("prints", lambda: _install_prints(language, ipython))):
         if name in _installed or step():
             _installed.add(name)
             done.append(name)

@@ -1,7 +1,15 @@
 """What a Chinese learner reads around the prose (issue 29): the lines test cells print, hints passed to
 ``explain_errors`` by position, and no italics on Chinese characters."""
 
-from autograder.course.i18n import reader_checks
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.course.i18n import catalogues, reader_checks, runtime_text
+
+ROOT = REPO_ROOT
 
 
 def test_italics_on_chinese_characters_are_found_and_bold_or_italic_english_is_not():
@@ -14,3 +22,134 @@ def test_italics_on_chinese_characters_are_found_and_bold_or_italic_english_is_n
     assert not found("把 *tired* 换成 *wide*；**粗体**不算；`a*b*c` 之外的 q_proj_x 与 2*3*4 也不算。")
     assert not found("* 列表的一项\n* 另一项")
     assert reader_checks.typesetting_problems("增长*成为可能*。"), "i18n check reads it through typesetting_problems"
+
+
+# --- What a Chinese kernel prints --------------------------------------------------------------------
+
+def _answered(exercise: Path, solution: Path) -> nbformat.NotebookNode:
+    """``exercise`` with the solution's answer cells typed in (the released cells otherwise as they are)."""
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in read_notebook(solution).cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = read_notebook(exercise)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("solution") and grade_id in answers:
+            cell.source = answers[grade_id]
+    return nb
+
+
+def _run(nb: nbformat.NotebookNode, tmp_path: Path, **kwargs) -> nbformat.NotebookNode:
+    # the timeout only catches a hang; no cell of these notebooks needs more than seconds of CPU
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
+                   **kwargs).execute()
+    return nb
+
+
+def _stdout(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+
+
+def _printed(nb, grade_id: str) -> str:
+    return next(_stdout(c) for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+EXERCISE_04 = Path("exercises") / "04-multi-head-attention" / "multi_head_attention.ipynb"
+SOLUTION_04 = ROOT / "solutions" / "04-multi-head-attention" / "multi_head_attention.ipynb"
+
+# Cells a learner might add to the Chinese notebook: their own stdout, redirect_stdout, a huge print.
+LEARNER_CELLS = {
+    "own stream": ("import io, sys\nsaved, sys.stdout = sys.stdout, io.StringIO()\n"
+                   "print('Part A: visible tests passed.', 3)\nkept, sys.stdout = sys.stdout.getvalue(), saved\n"
+                   "print(repr(kept))\nprint('Part B: visible tests passed.')"),
+    "redirected": ("import contextlib, io\nwith contextlib.redirect_stdout(io.StringIO()) as into:\n"
+                   "    print('Part C: visible tests passed.')\nprint(repr(into.getvalue()))"),
+    "10 MB": "big = 'Part D: visible tests passed.' + 'x' * 10_000_000\nprint(big)\nprint(len(big))",
+    "written back": "import sys\nprint(sys.stdout.write('Part D: visible tests passed.'))",
+}
+
+
+def test_a_chinese_kernel_prints_the_test_cells_lines_in_chinese_and_an_english_one_in_english(tmp_path):
+    """The released Chinese exercise 04, answers typed in, run as a learner runs it: its test cells print
+    "A 部分：可见测试通过。" and the Chinese answer line from the same code that prints "Part A: visible tests
+    passed." and "Answer recorded: ..." in the English kernel. A learner's own stream, a redirect and a
+    10 MB print go through as written; the kernel's stream still reports the length it was asked to write."""
+    chinese = _answered(ROOT / "zh" / EXERCISE_04, SOLUTION_04)
+    chinese.cells += [nbformat.v4.new_code_cell(source, metadata={"test": name}) for name, source in LEARNER_CELLS.items()]
+    _run(chinese, tmp_path)
+    english = _run(_answered(ROOT / EXERCISE_04, SOLUTION_04), tmp_path)
+    for part, grade_id in zip("ABCD", ("test_split_heads", "test_merge_heads", "test_multi_head_attention",
+                                       "test_attention_parameter_count")):
+        assert _printed(chinese, grade_id) == f"{part} 部分：可见测试通过。\n"
+        assert _printed(english, grade_id) == f"Part {part}: visible tests passed.\n"
+    for grade_id in ("test_answer_q1", "test_answer_q2", "test_answer_q3"):
+        value = _printed(english, grade_id).removeprefix("Answer recorded: ")
+        assert _printed(english, grade_id).startswith("Answer recorded: ") and value.strip()
+        assert _printed(chinese, grade_id) == "记录的答案是 " + value         # the answer itself as printed
+    learner = {c.metadata["test"]: _stdout(c) for c in chinese.cells if "test" in c.metadata}
+    assert learner["own stream"] == "'Part A: visible tests passed. 3\\n'\nB 部分：可见测试通过。\n"
+    assert learner["redirected"] == "'Part C: visible tests passed.\\n'\n"
+    assert learner["10 MB"] == "Part D: visible tests passed." + "x" * 10_000_000 + "\n10000029\n"
+    assert learner["written back"] == "D 部分：可见测试通过。29\n"
+
+
+def test_print_arguments_are_extracted_as_print_writes_them():
+    """Each argument of ``print`` is one write: a literal, an f-string (a pattern) and the words a
+    placeholder stands for; a bare value, a number or a lone name is not."""
+    cell = ('corpus = "Tiny Shakespeare" if found else "the offline corpus"\n'
+            'print("Answer recorded:", answer_q1.strip().lower())\nprint(f"{corpus}: {n:,} characters")\n'
+            'print("output:", tuple(out.shape), " weights:", 3)\nprint(SMOLLM2)\nprint(42)\n')
+    assert runtime_text.printed_strings([cell]) == [
+        ("Answer recorded:", False), ("{corpus}: {n:,} characters", True), ("Tiny Shakespeare", False),
+        ("the offline corpus", False), ("output:", False), (" weights:", False)]
+
+
+def test_a_hint_passed_by_position_is_extracted_like_one_passed_by_name():
+    """Issue 29: ``explain_errors("convert x with x.float() first", call=...)`` was never extracted; its
+    hint added to a value it chose (exercise 11's ``"sample with ..." + kept``) is one pattern."""
+    cell = ('with explain_errors("convert x with x.float() first", call="rope(x)"):\n    pass\n'
+            'kept = "" if k is None else f"; top_k={k} keeps the most likely tokens"\n'
+            'with explain_errors("sample with torch.multinomial" + kept, call="generate"):\n    pass\n'
+            'with explain_errors(call="f(x)", hint="by name as before"):\n    pass\n')
+    assert sorted(runtime_text.code_strings([cell], figures=False)) == sorted([
+        ("convert x with x.float() first", False), ("sample with torch.multinomial{kept}", True),
+        ("sample with torch.multinomial", False), ("; top_k={k} keeps the most likely tokens", True),
+        ("by name as before", False)])
+
+
+def test_update_flags_printed_strings_and_drift_names_a_lost_flag(tmp_path, monkeypatch):
+    """A printed string's entry is flagged ``course-print`` (the only entries a kernel's output is matched
+    against); ``i18n check`` names an entry whose flags are not the code's."""
+    strings = {"figures": [], "messages": [("Answer recorded:", False), ("best rate: {r:g}", True),
+                                           ("a test message", False)],
+               "printed": ["Answer recorded:", "best rate: {r:g}"]}
+    monkeypatch.setattr(runtime_text, "runtime_messages", lambda root: strings)
+    path = runtime_text.runtime_catalogue_path("messages", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('msgid ""\nmsgstr ""\n\nmsgid "Answer recorded:"\nmsgstr "记录的答案是"\n', encoding="utf-8")
+    assert any("entries whose flags are not the code's" in line for line in runtime_text.runtime_drift(tmp_path))
+    runtime_text.update_runtime(tmp_path)
+    ours = {runtime_text.PRINT_FLAG, runtime_text.PATTERN_FLAG}
+    flags = {m.id: m.flags & ours for m in catalogues.read_catalogue(path) if m.id}
+    assert flags == {"Answer recorded:": {runtime_text.PRINT_FLAG},
+                     "best rate: {r:g}": {runtime_text.PRINT_FLAG, runtime_text.PATTERN_FLAG}, "a test message": set()}
+    assert runtime_text.runtime_drift(tmp_path) == []
+
+
+def test_only_a_whole_printed_string_is_translated_and_long_writes_are_not_read(monkeypatch):
+    from course_runtime import language
+
+    zh = language.translate_printed
+    assert zh("Part A: visible tests passed.", "zh_CN") == "A 部分：可见测试通过。"
+    assert zh(" weights:", "zh_CN") == " 权重形状"                   # the spaces print put there stay
+    assert zh("best rate: 0.003", "zh_CN") == "最佳学习率：0.003"
+    assert zh("Part A: visible tests passed. Really.", "zh_CN") == "Part A: visible tests passed. Really."
+    assert zh("Part A: visible tests passed.", "en") == "Part A: visible tests passed."
+    # a test message that is not printed is not matched against output
+    assert zh("convert x with x.float() first", "zh_CN") == "convert x with x.float() first"
+
+    def never(text):
+        raise AssertionError(f"looked up a write of {len(text)} characters")
+
+    monkeypatch.setattr(language.printed_catalogue("zh_CN"), "lookup", never)
+    big = "best rate: " + "9" * (language.PRINTED_LONGEST + 1)
+    assert zh(big, "zh_CN") is big and zh("64", "zh_CN") == "64" and zh("\n", "zh_CN") == "\n"

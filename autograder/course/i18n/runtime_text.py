@@ -3,6 +3,7 @@ with ``course_runtime``."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from autograder.engine.cells import parse_cell
 
 RUNTIME_LOCALE_DIR = Path("course_runtime") / "locales" / LANGUAGE / "LC_MESSAGES"
 PATTERN_FLAG = "course-pattern"      # an f-string: its {...} parts match any text
+PRINT_FLAG = "course-print"          # what a cell prints: a Chinese kernel translates such a write
+_DOMAINS = ("figures", "messages")
 # Calls whose string arguments end up on a figure or a widget, and keywords that carry such strings.
 _FIGURE_CALLS = {"set_title", "set_xlabel", "set_ylabel", "suptitle", "title", "xlabel", "ylabel", "text",
                  "annotate", "set_text", "legend", "figtext", "Label", "HTML", "HTMLMath", "Button",
@@ -279,7 +282,7 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
     found: dict[str, bool] = {}
     for tree in trees:
         for node in ast.walk(tree):
-            candidates, labels = [], []
+            candidates, labels, positional = [], [], set()
             if figures and isinstance(node, ast.Call):
                 name = getattr(node.func, "attr", getattr(node.func, "id", ""))
                 if name in _FIGURE_CALLS:
@@ -295,17 +298,67 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
                         candidates.append(node.exc.args[0])
                 elif isinstance(node, ast.Call):
                     candidates += [k.value for k in node.keywords if k.arg in _MESSAGE_KEYWORDS]
+                    position = _message_positions().get(getattr(node.func, "attr", getattr(node.func, "id", "")))
+                    if position is not None and position < len(node.args) and not any(
+                            isinstance(a, ast.Starred) for a in node.args[:position + 1]):
+                        candidates.append(node.args[position])   # explain_errors("use x.float()", ...)
+                        positional.add(id(node.args[position]))
                     if getattr(node.func, "attr", getattr(node.func, "id", "")) in _LABELLED_CHECKS:
                         labels += [k.value for k in node.keywords if k.arg == "name"]
             for candidate, is_label in [(c, False) for c in candidates] + [(c, True) for c in labels]:
                 # a label made of pieces is shown whole, and its value is looked up whole
                 whole = (_joined(candidate) or []) if is_label else []
+                # a hint added to a value it chose (``"sample with ..." + kept``) is one line, a pattern
+                whole += [_summed(candidate)] if id(candidate) in positional and _summed(candidate) else []
                 for text, is_pattern in whole + program.strings(candidate):
                     # a message is a phrase; a lone word in a test cell is a name or a key
                     if _is_words(text) and (figures or " " in text.strip()) and not (is_label and _is_code(text)):
                         found.setdefault(text, is_pattern)
                 for text in _label_words(candidate, program) if is_label else []:
                     found.setdefault(text, False)
+    return list(found.items())
+
+
+@functools.lru_cache(maxsize=None)
+def _message_positions() -> dict[str, int]:
+    """The functions of ``course_runtime/testing.py`` that take a message (a parameter named in
+    :data:`_MESSAGE_KEYWORDS`) by position, and where: ``{"explain_errors": 0}``. A test that passes its
+    hint that way (``with explain_errors("convert x with x.float()", call=...)``) shows it as much as one
+    that names it (issue 29: 26 such hints were never extracted)."""
+    import ast
+
+    tree = ast.parse((REPO_ROOT / "course_runtime" / "testing.py").read_text(encoding="utf-8"))
+    positions = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            for position, argument in enumerate(node.args.posonlyargs + node.args.args):
+                if argument.arg in _MESSAGE_KEYWORDS:
+                    positions[node.name] = position
+    return positions
+
+
+def printed_strings(sources: list[str]) -> list[tuple[str, bool]]:
+    """What the code's ``print`` calls write, argument by argument as ``print`` writes them (``print("Answer
+    recorded:", x)`` writes ``"Answer recorded:"``, then ``" "``, ``str(x)`` and ``"\\n"``): each argument that
+    is a string literal, an f-string or a sum or choice of them, when it has words, and the strings its
+    placeholders stand for (:class:`_Program`). A Chinese kernel
+    translates a write that is one of these whole (``course_runtime/language.py``); ``sources`` are the
+    cells of one page."""
+    import ast
+
+    trees = [tree for tree in map(parse_cell, sources) if not isinstance(tree, SyntaxError)]
+    program = _Program(trees)
+    found: dict[str, bool] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print":
+                for argument in node.args:
+                    # the words a placeholder stands for (``corpus = "the course's offline corpus"``) too
+                    values = [text for value in ast.walk(argument) if isinstance(value, ast.FormattedValue)
+                              for text in program.strings(value.value)]
+                    for text, is_pattern in (_joined(argument) or []) + values:
+                        if _is_words(text):
+                            found.setdefault(text, is_pattern)
     return list(found.items())
 
 
@@ -444,38 +497,56 @@ LEARNER_TEXT = {
 _INSTRUCTOR_ERRORS = {"autograder/engine/submissions.py"}
 
 
-def runtime_messages(root: Path = REPO_ROOT) -> dict[str, list[tuple[str, bool]]]:
-    """``{"figures": [...], "messages": [...]}``: the (English, is_pattern) strings the code shows.
+def runtime_messages(root: Path = REPO_ROOT) -> dict[str, list]:
+    """``{"figures": [...], "messages": [...], "printed": [...]}``: the (English, is_pattern) strings the code
+    shows, and which of the messages are printed (their entries are flagged :data:`PRINT_FLAG`).
 
     Figures: the chapters' code cells (each page read as one program), ``course_runtime/viz.py`` and the
     library's training loop (its progress bar). Messages: ``course_runtime/testing.py``, the code cells
     of the released exercises (their visible tests only: hidden tests are not in the released
-    notebooks, and their messages stay out of a package that learners install) and the grader's words
-    a learner reads (:data:`LEARNER_TEXT`).
+    notebooks, and their messages stay out of a package that learners install), what their cells
+    print (:func:`runtime_prints`) and the grader's words a learner reads (:data:`LEARNER_TEXT`).
     """
-    def page_code(chapters: bool) -> list[list[str]]:
-        return [[cell.source for cell in read_notebook(page.path).cells if cell.cell_type == "code"]
-                for page in pages(root) if page.is_notebook and page.docname.startswith("book/") == chapters]
-
     def module(relative: str) -> list[str]:
         path = root / relative
         return [path.read_text(encoding="utf-8")] if path.exists() else []
 
     figures: dict[str, bool] = {}
-    for sources in page_code(True) + page_code(False) + [module("course_runtime/viz.py"),
+    for sources in _page_code(root, True) + _page_code(root, False) + [module("course_runtime/viz.py"),
                                                           module("transformer_core/train.py")]:
         for text, is_pattern in code_strings(sources, figures=True):
             figures.setdefault(text, is_pattern)
     messages: dict[str, bool] = {}
     stub = ['raise NotImplementedError("replace this line with your code")']
-    for sources in [module("course_runtime/testing.py")] + page_code(False) + [stub]:
+    for sources in [module("course_runtime/testing.py")] + _page_code(root, False) + [stub]:
         for text, is_pattern in code_strings(sources, figures=False):
             messages.setdefault(text, is_pattern)
+    printed = runtime_prints(root)
+    for text, is_pattern in printed:
+        messages.setdefault(text, is_pattern)
     for relative, parts in LEARNER_TEXT.items():
         for source in module(relative):
             for text, is_pattern in grader_strings(source, parts, instructor_errors=relative in _INSTRUCTOR_ERRORS):
                 messages.setdefault(text, is_pattern)
-    return {"figures": list(figures.items()) + _COMPUTED_FIGURE_STRINGS, "messages": list(messages.items())}
+    return {"figures": list(figures.items()) + _COMPUTED_FIGURE_STRINGS, "messages": list(messages.items()),
+            "printed": [text for text, _ in printed]}
+
+
+def _page_code(root: Path, chapters: bool) -> list[list[str]]:
+    """The code cells of each chapter (``chapters``) or released exercise."""
+    return [[cell.source for cell in read_notebook(page.path).cells if cell.cell_type == "code"]
+            for page in pages(root) if page.is_notebook and page.docname.startswith("book/") == chapters]
+
+
+def runtime_prints(root: Path = REPO_ROOT) -> list[tuple[str, bool]]:
+    """The (English, is_pattern) strings the released exercises' cells print (:func:`printed_strings`):
+    their entries of ``messages.po`` are flagged :data:`PRINT_FLAG`, the ones a Chinese kernel's output
+    is matched against."""
+    found: dict[str, bool] = {}
+    for sources in _page_code(root, False):
+        for text, is_pattern in printed_strings(sources):
+            found.setdefault(text, is_pattern)
+    return list(found.items())
 
 
 def runtime_catalogue_path(domain: str, root: Path = REPO_ROOT) -> Path:
@@ -484,52 +555,65 @@ def runtime_catalogue_path(domain: str, root: Path = REPO_ROOT) -> Path:
 
 def update_runtime(root: Path = REPO_ROOT) -> None:
     """Merge the code's figure strings and test messages into ``course_runtime/locales`` (as
-    :func:`update` does for the pages); an f-string's entry is flagged ``course-pattern``."""
-    for domain, strings in runtime_messages(root).items():
+    :func:`update` does for the pages); an f-string's entry is flagged ``course-pattern``, a printed
+    string's ``course-print``."""
+    shown = runtime_messages(root)
+    for domain in _DOMAINS:
+        strings, flagged = shown[domain], _expected_flags(shown, domain)
         path = runtime_catalogue_path(domain, root)
         template = catalogue_template([text for text, _ in strings], f"<code: {domain}>")
-        for text, is_pattern in strings:
-            if is_pattern:
-                template[text].flags.add(PATTERN_FLAG)
+        for text, flags in flagged.items():
+            template[text].flags |= flags
         if path.exists():
             catalog = read_catalogue(path)
             catalog.update(template, update_header_comment=False)
             catalog.obsolete.clear()
-            for message in catalog:            # the flag follows the code (a literal may become an f-string)
+            for message in catalog:            # the flags follow the code (a literal may become an f-string)
                 if message.id and message.id in template:
-                    # read before discarding: a new entry is the template's own message, flags and all
-                    is_pattern = PATTERN_FLAG in template[message.id].flags
-                    message.flags.discard(PATTERN_FLAG)
-                    if is_pattern:
-                        message.flags.add(PATTERN_FLAG)
+                    message.flags -= {PATTERN_FLAG, PRINT_FLAG}
+                    message.flags |= flagged.get(message.id, set())
         else:
             catalog = template
         write_catalogue(catalog, path)
 
 
+def _expected_flags(shown: dict[str, list], domain: str) -> dict[str, set[str]]:
+    """The code's flags of each string of ``domain`` (:func:`runtime_messages`' answer ``shown``)."""
+    printed = set(shown.get("printed", [])) if domain == "messages" else set()
+    flags = {text: ({PATTERN_FLAG} if is_pattern else set()) | ({PRINT_FLAG} if text in printed else set())
+             for text, is_pattern in shown[domain]}
+    return {text: found for text, found in flags.items() if found}
+
+
 def runtime_drift(root: Path = REPO_ROOT) -> list[str]:
     """The runtime catalogues out of step with the code, one line each: strings the code shows that a
-    catalogue lacks (``i18n update`` adds them), and entries no code shows (``i18n update`` would drop
-    them: a translation written by hand for a module :data:`LEARNER_TEXT` does not list is lost that way)."""
-    found = []
-    for domain, strings in runtime_messages(root).items():
+    catalogue lacks (``i18n update`` adds them), entries no code shows (``i18n update`` would drop
+    them: a translation written by hand for a module :data:`LEARNER_TEXT` does not list is lost that way),
+    and entries whose flags are not the code's (a printed string a kernel would not translate)."""
+    found, code = [], runtime_messages(root)
+    for domain in _DOMAINS:
         path = runtime_catalogue_path(domain, root)
-        shown = {text for text, _ in strings}
-        kept = {m.id for m in read_catalogue(path) if m.id} if path.exists() else set()
-        relative = path.relative_to(root)
+        shown, expected = {text for text, _ in code[domain]}, _expected_flags(code, domain)
+        held = {m.id: m.flags for m in read_catalogue(path) if m.id} if path.exists() else {}
+        kept, relative = set(held), path.relative_to(root)
         if shown - kept:
             found.append(f"{relative}: {len(shown - kept)} strings the code shows are missing "
                          f"(run `python -m autograder i18n update`), e.g. {min(shown - kept)!r}")
         if kept - shown:
             found.append(f"{relative}: {len(kept - shown)} entries no code shows, which `i18n update` would "
                          f"drop (list their module in LEARNER_TEXT, or delete them), e.g. {min(kept - shown)!r}")
+        flagged = sorted(text for text in shown & kept
+                         if held[text] & {PATTERN_FLAG, PRINT_FLAG} != expected.get(text, set()))
+        if flagged:
+            found.append(f"{relative}: {len(flagged)} entries whose flags are not the code's "
+                         f"(run `python -m autograder i18n update`), e.g. {flagged[0]!r}")
     return found
 
 
 def runtime_status(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
     """Counts of the runtime catalogues, as :func:`status` gives them for the pages."""
     counts = {}
-    for domain in ("figures", "messages"):
+    for domain in _DOMAINS:
         path = runtime_catalogue_path(domain, root)
         entries = [m for m in read_catalogue(path) if m.id] if path.exists() else []
         counts[f"course_runtime/{domain}"] = {
