@@ -10,6 +10,7 @@ import tomllib
 from pathlib import Path
 
 import nbformat
+from conftest import fake_main, in_process_referee
 
 from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.core.outcomes import CellOutcome, Failure
@@ -72,20 +73,31 @@ def graded_page(edition_folder: str, test_key: str, verdict) -> tuple[str, str]:
     return page, rows[0]
 
 
-def test_a_chinese_page_gives_a_failed_hidden_checks_words_in_chinese_and_the_english_page_in_english():
-    """A hidden check of the real test cell, with the author's name and hint for it, fails: the Chinese
-    page says both in the words of the hidden catalogue, with no English sentence left, in code or not;
-    the English page says what it always said."""
-    cell = next(c for c in load_plan(ASSIGNMENT, REPO_ROOT).notebooks[NOTEBOOK].cells
-                if c.kind == TEST and any(v.hint in hidden_catalogue("zh_CN") for v in hidden_verdicts(c.source)))
-    verdict = next(v for v in hidden_verdicts(cell.source) if v.hint in hidden_catalogue("zh_CN"))
+# A learner's answer that passes 02's visible test (float32) and fails its hidden check in float64, whose
+# tolerance float32 arithmetic misses: the check's hint is the hidden test's own.
+FLOAT32_ANSWER = """
+import torch
+
+def project_qkv(x, w_q, w_k, w_v):
+    return tuple((x.float() @ w.float()).to(x.dtype) for w in (w_q, w_k, w_v))
+"""
+
+
+def test_a_chinese_page_gives_a_failed_hidden_checks_words_in_chinese_and_the_english_page_in_english(monkeypatch):
+    """02's real test cell run by the referee against an answer that fails only its hidden part: the
+    Chinese page says the hidden check's hint in the words of the hidden catalogue, with no English sentence
+    left, in code or not; the English page says what it always said."""
+    fake_main(monkeypatch, FLOAT32_ANSWER)
+    cell = next(c for c in load_plan(ASSIGNMENT, REPO_ROOT).notebooks[NOTEBOOK].cells if c.key == "test_project_qkv")
+    referee = in_process_referee(["import torch", "from course_runtime.testing import check_close, check_shape, seeded"])
+    verdict = referee.run_test(cell.source)
+    assert verdict.failure is Failure.HIDDEN_CHECK and verdict.hint in hidden_words(cell.source), verdict
     table = hidden_catalogue("zh_CN")
     english_page, english_row = graded_page("exercises", cell.key, verdict)
-    assert all(html.escape(text) in english_row for text in (verdict.words, verdict.hint) if text), english_row
-    assert "a hidden check failed" in english_row, english_row
+    assert "a hidden check failed" in english_row and html.escape(verdict.hint) in english_row, english_row
     chinese_page, row = graded_page("zh/exercises", cell.key, verdict)
     assert "<html lang='zh-CN'>" in chinese_page
-    assert html.escape(table[verdict.hint]) in row, row
+    assert "一项隐藏检查未通过" in row and html.escape(table[verdict.hint]) in row, row
     assert verdict.hint not in html.unescape(chinese_page)
     said = html.unescape(re.sub(r"<code>.*?</code>", " ", row, flags=re.S))
     assert re.search(r"[\u4e00-\u9fff]", said) and not english_left(said), row
