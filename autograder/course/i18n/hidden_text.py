@@ -53,14 +53,14 @@ def hidden_texts(root: Path = REPO_ROOT) -> dict[str, list[tuple[str, int, str]]
 def update_hidden(root: Path = REPO_ROOT) -> None:
     """Merge the hidden regions' words into the hidden catalogue (as ``i18n update`` does for the pages:
     a new text untranslated, a changed one fuzzy, a removed one dropped)."""
-    texts = hidden_texts(root)
-    template = catalogue_template(list(texts), "solutions (hidden tests)")
+    texts, path = hidden_texts(root), hidden_catalogue_path(root)
+    catalog = read_catalogue(path) if path.exists() else None
+    # the old catalogue's date kept: an update that finds nothing new changes nothing
+    template = catalogue_template(list(texts), "solutions (hidden tests)", catalog and catalog.creation_date)
     for text, cells in texts.items():
         template[text].locations = [(where, number) for where, number, _ in cells]
         template[text].auto_comments = [f"hidden test cell {cell_id}" for _, _, cell_id in cells]
-    path = hidden_catalogue_path(root)
-    if path.exists():
-        catalog = read_catalogue(path)
+    if catalog is not None:
         catalog.update(template, update_header_comment=False)
         catalog.obsolete.clear()
     else:
