@@ -705,12 +705,24 @@ def translate_printed(text: str, language: str | None = None) -> str:
     if (language == ENGLISH or not isinstance(text, str) or len(text) > PRINTED_LONGEST
             or not _TWO_LETTERS.search(text)):
         return text
-    found = printed_catalogue(language).lookup(text)
+    table = printed_catalogue(language)
+    if not _any_printed(table).fullmatch(text.strip()):
+        return text
+    found = table.lookup(text)
     if found is None:
         return text
     stripped = text.strip()
     start = text.index(stripped)
     return text[:start] + found + text[start + len(stripped):]
+
+
+@functools.lru_cache(maxsize=None)
+def _any_printed(table: Catalogue) -> re.Pattern:
+    """One regular expression that each of ``table``'s texts matches whole (a pattern's placeholders as
+    any text): a write it does not match is passed on at the cost of one match, not a lookup per entry
+    (a loop printing ``f"step {i}: ..."`` 100,000 times writes 100,000 texts never seen before)."""
+    shapes = [re.escape(text) for text in table.exact] + [regex.pattern for regex, _, _ in table.patterns]
+    return re.compile("|".join(f"(?:{shape})" for shape in shapes) or r"(?!)", re.DOTALL)
 
 
 def _install_prints(language: str, ipython) -> bool:
