@@ -153,3 +153,30 @@ def test_only_a_whole_printed_string_is_translated_and_long_writes_are_not_read(
     monkeypatch.setattr(language.printed_catalogue("zh_CN"), "lookup", never)
     big = "best rate: " + "9" * (language.PRINTED_LONGEST + 1)
     assert zh(big, "zh_CN") is big and zh("64", "zh_CN") == "64" and zh("\n", "zh_CN") == "\n"
+
+
+def test_a_hint_passed_by_position_reaches_a_chinese_learner_in_chinese(tmp_path):
+    """Exercise 06's visible test explains an IndexError with ``explain_errors("x[perm] reorders the first
+    axis, ...")``: a learner of the Chinese edition who permutes the batch axis reads that hint in Chinese
+    (issue 29: "提示：convert x with x.float() ..." stayed English)."""
+    exercise = read_notebook(ROOT / "zh" / "exercises" / "06-position-encodings" / "position_encodings.ipynb")
+    wrong = ("def is_permutation_equivariant(f, x, perm, atol=1e-5):\n"
+             "    return bool(torch.allclose(f(x[perm]), f(x)[perm], atol=atol))\n")   # the batch axis, not -2
+    cells = []
+    for cell in exercise.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.cell_type == "code" and grade_id is None and not cells:
+            cells.append(cell)                                          # the setup cell: install('zh_CN')
+        elif cell.cell_type == "code" and grade_id is None and len(cells) == 1:
+            cells.append(cell)                                          # the imports
+        elif grade_id == "is_permutation_equivariant":
+            cells.append(nbformat.v4.new_code_cell(wrong))
+        elif grade_id == "test_is_permutation_equivariant":
+            cells.append(cell)
+    exercise.cells = cells
+    _run(exercise, tmp_path, allow_errors=True)
+    errors = [o for o in exercise.cells[-1].outputs if o.get("output_type") == "error"]
+    assert errors and errors[0]["ename"] == "AssertionError", exercise.cells[-1].outputs
+    message = errors[0]["evalue"]
+    assert "\n提示：x[perm] 重排的是第一个轴，而这里它是批次轴" in message, message
+    assert "Hint" not in message and "reorders" not in message, message
