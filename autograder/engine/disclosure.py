@@ -43,6 +43,9 @@ __all__ = ["HIDDEN_CATALOGUE", "NOT_SHOWN", "OWN_CLASS", "after_hidden_cell", "e
 #: them from the solutions' hidden regions): a file of the grader, not of the package's data, so that no
 #: learner's install of the course holds it.
 HIDDEN_CATALOGUE = Path(__file__).with_name("locales") / "{language}" / "LC_MESSAGES" / "hidden.po"
+# A space between Chinese text and a Chinese word (written \x20: this module's sentences with a space are
+# extracted for translation, and a pattern is none).
+_SPACE_IN_CHINESE = re.compile(r"(?<=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])\x20(?=[\u4e00-\u9fff])")
 
 OWN_CLASS = "an exception of a class of your own or a library's (its name is not shown)"
 _HIDDEN_DATA = ("a hidden test had already called your code, and what your code says after that could carry the "
@@ -129,7 +132,7 @@ def _words_in(words: str, language: str) -> str:
     filled = "".join(text if name is None else f"\0{table[english[name]]}\0" if english[name] in table
                      else english[name] for text, name in template_parts(template))
     filled = filled.replace("`\0", "").replace("\0`", "").replace("\0", "")
-    return re.sub(r"(?<=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]) (?=[\u4e00-\u9fff])", "", filled)  # Chinese, no space
+    return _SPACE_IN_CHINESE.sub("", filled)
 
 
 def hidden_check_in(verdict: Verdict, language: str) -> str:
