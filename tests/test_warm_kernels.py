@@ -44,6 +44,11 @@ LEAVE_STATE = textwrap.dedent("""\
 # What the next learner's kernel sees: one JSON line.
 INSPECT = textwrap.dedent("""\
     import json, os, random, sys, tempfile, threading, torch, course_runtime.testing
+    def command_line(pid):   # a process listed a moment ago may have exited since (any other test's)
+        try:
+            return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ").decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            return ""
     print(json.dumps({
         "home_file": os.path.exists(os.path.expanduser("~/left.txt")),
         "tmp_file": os.path.exists(os.path.join(tempfile.gettempdir(), "left.txt")),
@@ -56,8 +61,7 @@ INSPECT = textwrap.dedent("""\
         "random": random.random(),
         "grading_modules": sorted(m for m in sys.modules if m.split(".")[0] in
                                   ("autograder", "_autograder_sandbox", "_autograder_forkserver", "transformer_core")),
-        "sleepers": sum(1 for p in os.listdir("/proc") if p.isdigit() and "time.sleep(600)" in
-                        open(f"/proc/{p}/cmdline", "rb").read().replace(b"\\0", b" ").decode(errors="replace")),
+        "sleepers": sum(1 for p in os.listdir("/proc") if p.isdigit() and "time.sleep(600)" in command_line(p)),
     }))
 """)
 
