@@ -238,6 +238,34 @@ def test_no_built_chinese_page_breaks_a_line_beside_full_width_punctuation():
     assert not found, "\n".join(found[:20])
 
 
+def test_a_phrase_in_a_subscript_is_translated_and_a_full_width_parenthesis_closes_in_full_width():
+    """Issue 29: \\sum_{\\text{parameters } p} (ch10) and \\underbrace{...}_{\\text{projections, FFN, head: per
+    token}} (ch08) stayed English, as a subscript's \\text was taken for a name; \\text{(因为 }...\\text{)} (ch01)
+    put half-width parentheses around Chinese."""
+    formula = r"$$\sum_{\text{parameters } p} x_p + d_\text{model} \quad \text{(because } f(a)\text{)}$$"
+    assert typesetting.math_phrases(formula) == ["parameters", "(because"]
+    assert typesetting.translate_math(formula, {"parameters": "所有参数", "(because": "（因为"}) == (
+        r"$$\sum_{\text{所有参数 } p} x_p + d_\text{model} \quad \text{（因为 } f(a)\text{）}$$")
+    assert typesetting.translate_math(r"$\text{(because } f(a)\text{)}$", {"(because": "(因为"}).endswith(r"\text{)}$")
+
+
+def test_every_english_phrase_left_in_a_chinese_formula_is_one_its_catalogue_keeps():
+    """A formula's phrase on a Chinese page is Chinese, or its catalogue copies it on purpose (msgstr = msgid)."""
+    left = []
+    for page in extract.pages(ROOT):
+        built = ROOT / "zh" / page.path.relative_to(ROOT)
+        if not built.exists():
+            continue
+        kept = {m.id for m in catalogues.read_catalogue(catalogues.catalogue_path(page.docname, ROOT))
+                if m.context == typesetting.MATH_CONTEXT and m.string == m.id}
+        text = built.read_text(encoding="utf-8")
+        if built.suffix == ".ipynb":
+            text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "markdown")
+        left += [f"{built.relative_to(ROOT)}: {phrase}" for phrase in typesetting.math_phrases(text)
+                 if not re.search(f"[{typesetting.CJK}]", phrase) and phrase not in kept]
+    assert not left, "\n".join(left)
+
+
 def test_code_strings_become_messages_and_f_strings_patterns():
     code = ("ax.set_title(f'layer {layer}, head {h:.0f}')\nax.plot(x, label='train loss', color='C0')\n"
             "w = widgets.IntSlider(description='branch gain')\nax.legend(loc='upper left')\n")

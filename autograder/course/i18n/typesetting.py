@@ -63,8 +63,9 @@ def join_cjk_lines(text: str) -> str:
 
 
 MATH_CONTEXT = "math"
-# \text{...} that is not a subscript or superscript (those are names: d_\text{model}, n_\text{layers}).
-_MATH_TEXT = re.compile(r"(?<![_^])(?<![_^]\{)\\text\{([^{}]+)\}")
+# \text{...} that is not a subscript or superscript (those are names: d_\text{model}, n_\text{layers}),
+# or that holds a space wherever it is: a phrase (\sum_{\text{parameters } p}, \underbrace{...}_{\text{per token}}).
+_MATH_TEXT = re.compile(r"(?:(?<![_^])(?<![_^]\{)|(?=\\text\{[^{}]*\s))\\text\{([^{}]+)\}")
 # Names kept in formulas: identifiers (max\_norm) and abbreviations (NaN, MFU, FLOPs, FFN).
 _MATH_NAME = re.compile(r"^\s*(?:[A-Za-z]+(?:\\_[A-Za-z]+)+|[A-Z][A-Za-z]*[A-Z][A-Za-z]?s?|[A-Za-z]|tanh|softmax|logits)\s*$")
 
@@ -74,8 +75,8 @@ def math_phrases(text: str) -> list[str]:
     without the spaces around them), which a Chinese page shows translated.
 
     Example:
-        >>> math_phrases(r"$$\text{cost } O(n) \quad d_\text{model}, \text{NaN}$$")
-        ['cost']
+        >>> math_phrases(r"$$\text{cost } O(n) \quad d_\text{model}, \text{NaN}, \sum_{\text{all weights } p}$$")
+        ['cost', 'all weights']
     """
     found: dict[str, None] = {}
     for match in _MATH_TEXT.finditer(strip_code(text)):
@@ -116,12 +117,17 @@ def strip_code(text: str, hole: str = " ") -> str:
     return re.sub(r"(?<![`}])`(?:[^`\n]|\n(?![ \t]*\n))+`(?!`)", hole, text)
 
 
+_OPENED_FULL_WIDTH = re.compile(r"(\\text\{\s*（[^{}()（）]*\}(?:(?!\\text\{[^{}]*[()（）])[^$])*?)\\text\{\)\}")
+
+
 def translate_math(text: str, table: dict[str, str]) -> str:
     r"""``text`` with the phrases of its formulas translated, keeping the spaces around each.
 
     Example:
         >>> translate_math(r"$\text{cost } O(n)$", {"cost": "开销"})
         '$\\text{开销 } O(n)$'
+        >>> translate_math(r"$\text{(because } f(a) = 1\text{)}$", {"(because": "（因为"})
+        '$\\text{（因为 } f(a) = 1\\text{）}$'
     """
     def swap(match: re.Match) -> str:
         phrase = match.group(1)
@@ -130,4 +136,6 @@ def translate_math(text: str, table: dict[str, str]) -> str:
             return match.group(0)
         lead, trail = phrase[:len(phrase) - len(phrase.lstrip())], phrase[len(phrase.rstrip()):]
         return "\\text{" + lead + chinese + trail + "}"
-    return _MATH_TEXT.sub(swap, text)
+    # A phrase that opens a parenthesis in full width (\text{(because } -> \text{（因为 }) has it closed in
+    # full width too: the \text{)} that follows, before any other parenthesis in a \text{}.
+    return _OPENED_FULL_WIDTH.sub(r"\1\\text{）}", _MATH_TEXT.sub(swap, text))
