@@ -266,6 +266,20 @@ def test_every_english_phrase_left_in_a_chinese_formula_is_one_its_catalogue_kee
     assert not left, "\n".join(left)
 
 
+def test_numbers_in_chinese_prose_have_no_thousands_separator():
+    """locales/README.md: 中文排版不加千分位逗号 (the review found 2,000, 4,000 and 50,257 beside 37000);
+    code and math keep their own form."""
+    separated = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
+    found = []
+    for path in sorted([*(ROOT / "zh").rglob("*.ipynb"), *(ROOT / "zh").rglob("*.md")]):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".ipynb":
+            text = "\n\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "markdown")
+        prose = re.sub(r"\$\$.*?\$\$|\$[^$\n]*\$", " ", typesetting.strip_code(text), flags=re.DOTALL)
+        found += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in separated.finditer(prose)]
+    assert not found, "\n".join(found)
+
+
 def test_code_strings_become_messages_and_f_strings_patterns():
     code = ("ax.set_title(f'layer {layer}, head {h:.0f}')\nax.plot(x, label='train loss', color='C0')\n"
             "w = widgets.IntSlider(description='branch gain')\nax.legend(loc='upper left')\n")
