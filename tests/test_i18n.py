@@ -47,7 +47,7 @@ def _mini_course(root: Path) -> Path:
     nb = nbformat.v4.new_notebook()
     colab = "https://colab.research.google.com/github/transformer-course/transformer-core-mechanisms/blob/main/book/ch.ipynb"
     nb.cells = [nbformat.v4.new_markdown_cell(CHAPTER.replace("COLAB", colab)),
-                nbformat.v4.new_code_cell("print('the same code in both languages')  # a comment stays English"),
+                nbformat.v4.new_code_cell("print('the same code in both languages')  # a comment, a message of its own"),
                 nbformat.v4.new_markdown_cell("Second paragraph.\n\nThird paragraph.")]
     (root / "book" / "ch.ipynb").write_text(dumps_normalized(nb), encoding="utf-8")
     return root
@@ -79,13 +79,13 @@ def test_only_prose_is_a_message():
 def test_a_changed_english_paragraph_shows_up_fuzzy_with_the_old_text(tmp_path):
     root = _mini_course(tmp_path)
     counts = edition.update(root)
-    assert counts["book/ch"] == {"translated": 0, "fuzzy": 0, "untranslated": 5}
+    assert counts["book/ch"] == {"translated": 0, "fuzzy": 0, "untranslated": 6}
     _translate(root, "book/ch", {"Second paragraph.": "第二段。", "Third paragraph.": "第三段。"})
     nb = read_notebook(root / "book" / "ch.ipynb")
     nb.cells[2].source = "Second paragraph, now longer.\n\nCompletely unrelated words about caches."
     (root / "book" / "ch.ipynb").write_text(dumps_normalized(nb), encoding="utf-8")
     counts = edition.update(root)["book/ch"]
-    assert counts == {"translated": 0, "fuzzy": 1, "untranslated": 4}     # "Third paragraph." is gone
+    assert counts == {"translated": 0, "fuzzy": 1, "untranslated": 5}     # "Third paragraph." is gone
     [stale] = edition.stale_entries("book/ch", root)
     assert stale == {"now": "Second paragraph, now longer.", "was": "Second paragraph.", "translation": "第二段。"}
     assert "1 outdated (fuzzy)" in "\n".join(edition.problems(root))
@@ -715,14 +715,20 @@ def _exercise_course(root: Path) -> Path:
     return root
 
 
+def _updated_catalogue(root: Path, context: str):
+    """After ``i18n update`` of a mini course: its chapter's catalogue path, the catalogue, and the English of
+    its entries with ``context``."""
+    edition.update(root)
+    path = catalogues.catalogue_path("book/ch", root)
+    catalog = catalogues.read_catalogue(path)
+    return path, catalog, [m.id for m in catalog if m.context == context]
+
+
 def test_solution_docstrings_are_messages_and_the_chinese_notebook_shows_them_translated(tmp_path):
     import ast
 
     root = _exercise_course(tmp_path)
-    edition.update(root)
-    path = catalogues.catalogue_path("book/ch", root)
-    catalog = catalogues.read_catalogue(path)
-    held = [m.id for m in catalog if m.context == docstring_text.DOCSTRING_CONTEXT]
+    path, catalog, held = _updated_catalogue(root, docstring_text.DOCSTRING_CONTEXT)
     assert held == list(SOLUTION_ZH), "one entry per docstring of the solution cells, as written"
     for message in catalog:
         if message.context == docstring_text.DOCSTRING_CONTEXT:
@@ -753,6 +759,102 @@ def test_the_chinese_exercises_have_chinese_docstrings_and_still_parse():
                 for body in docstring_text.docstrings(cell.source):
                     assert re.search(r"[\u4e00-\u9fff]", body), f"{path.relative_to(ROOT)}: English docstring {body[:60]!r}"
 
+
+
+# --- The code's comments in Chinese ----------------------------------------------------------------
+
+CODE = ('import torch  # noqa: F401\n'
+        '# The keys, one per row.\n'
+        'keys = torch.eye(3)        # (T, d_k)\n'
+        'text = "a # in a string"   # not the end of the code\n'
+        '# keys = keys.T\n'
+        '### BEGIN SOLUTION\n'
+        'def f(x):\n'
+        '    """# not a comment"""\n'
+        '    return x  # type: ignore\n'
+        '### END SOLUTION\n'
+        '# YOUR CODE HERE\n'
+        '# warm-up\n'
+        '# (B, T, d_model) -> (B, h, T, d_k)')
+SHELL = 'make setup   # creates .venv\necho "#1 is not a comment"  # prints it\n#!/bin/sh'
+
+
+def test_prose_comments_are_messages_and_markers_shapes_and_commented_out_code_are_not():
+    from autograder.course.i18n import comment_text
+
+    assert comment_text.comments(CODE) == ["The keys, one per row.", "not the end of the code", "warm-up"]
+    assert comment_text.comments(SHELL, shell=True) == ["creates .venv", "prints it"]
+    # IPython's shell escapes do not tokenize as Python: the comments are read line by line
+    assert comment_text.comments("!pip install x  # quietly\nx = 1") == ["quietly"]
+    table = {"The keys, one per row.": "键，每行一个。", "warm-up": "预热", "not the end of the code": "不是代码的结尾"}
+    chinese = comment_text.translate_comments(CODE, table)
+    assert chinese == (CODE.replace("# The keys, one per row.", "# 键，每行一个。").replace("# warm-up", "# 预热")
+                       .replace("# not the end of the code", "# 不是代码的结尾"))
+    assert comment_text.without_comments(chinese) == comment_text.without_comments(CODE)
+    assert "### BEGIN SOLUTION" in comment_text.without_comments(CODE), "markers are code to the grader: kept"
+    assert comment_text.without_comments(CODE.replace("torch.eye(3)", "torch.eye(4)")) != comment_text.without_comments(CODE)
+    with pytest.raises(ValueError, match="line break"):
+        comment_text.translate_comments(CODE, {"warm-up": "预热\nimport os"})
+
+
+def _commented_course(root: Path) -> Path:
+    """The mini course with a commented code cell, a test cell with a comment and a bash fence."""
+    root = _mini_course(root)
+    nb = read_notebook(root / "book" / "ch.ipynb")
+    test = nbformat.v4.new_code_cell("assert keys.shape == (3, 3)  # the grader reads this cell")
+    test.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": 1, "grade_id": "t1",
+                                 "schema_version": 3}
+    nb.cells[2:2] = [nbformat.v4.new_code_cell(CODE), test,
+                     nbformat.v4.new_markdown_cell("Then:\n\n```bash\n" + SHELL + "\n```")]
+    (root / "book" / "ch.ipynb").write_text(dumps_normalized(nb), encoding="utf-8")
+    return root
+
+
+def test_comments_are_messages_and_the_chinese_code_differs_in_them_only(tmp_path):
+    from autograder.course.i18n import comment_text
+
+    root = _commented_course(tmp_path)
+    path, catalog, held = _updated_catalogue(root, comment_text.COMMENT_CONTEXT)
+    assert held == ["creates .venv", "prints it", "a comment, a message of its own", "The keys, one per row.",
+                    "not the end of the code", "warm-up"], "fences first, then cells; never a test cell's"
+    for message in catalog:
+        if message.context == comment_text.COMMENT_CONTEXT:
+            message.string = f"中文{len(message.id)}"
+    catalogues.write_catalogue(catalog, path)
+    edition.build(root)
+    english, chinese = read_notebook(root / "book" / "ch.ipynb"), read_notebook(root / "zh" / "book" / "ch.ipynb")
+    assert chinese.cells[2].source == CODE.replace("# The keys, one per row.", "# 中文22").replace(
+        "# warm-up", "# 中文7").replace("# not the end of the code", "# 中文23")
+    assert chinese.cells[3].source == english.cells[3].source, "a test cell is the grader's: it stays as it is"
+    assert "make setup   # 中文13\necho \"#1 is not a comment\"  # 中文9\n#!/bin/sh" in chinese.cells[4].source
+    assert edition.code_cells_match(root) == [] and edition.stale_outputs(root) == []
+    chinese.cells[2].source = chinese.cells[2].source.replace("# 中文7", "x = 1  # 中文7")
+    (root / "zh" / "book" / "ch.ipynb").write_text(dumps_normalized(chinese), encoding="utf-8")
+    assert edition.code_cells_match(root) == ["zh/book/ch.ipynb: its code cells differ from book/ch.ipynb"]
+
+
+def test_the_chinese_chapters_and_exercises_have_chinese_comments_and_the_english_code():
+    """Every prose comment of a Chinese chapter's or exercise's code cells, but for the test and locked cells the
+    grader replaces, is Chinese; those cells are the English ones (issue 29, item 3)."""
+    from autograder.course.i18n import comment_text
+
+    assert edition.code_cells_match(ROOT) == []
+    english_left, seen = [], 0
+    for page in extract.pages(ROOT):
+        if not page.is_notebook:
+            continue
+        english = [c for c in read_notebook(page.path).cells if c.cell_type == "code"]
+        chinese = [c for c in read_notebook(ROOT / "zh" / page.path.relative_to(ROOT)).cells if c.cell_type == "code"]
+        for ours, theirs in zip(english, chinese):
+            if not comment_text._translatable(ours):
+                assert theirs.source == ours.source or ours.source.lstrip().startswith("# Setup:")
+                continue
+            for text, shown in zip(comment_text.comment_texts(ours.source), comment_text.comment_texts(theirs.source)):
+                if comment_text.is_prose(text):
+                    seen += 1
+                    if not re.search(r"[\u4e00-\u9fff]", shown):
+                        english_left.append(f"{page.docname}: # {shown}")
+    assert seen > 250 and not english_left, english_left
 
 def test_widgets_named_later_progress_bars_and_the_setup_cell_are_chinese(monkeypatch):
     """``interact`` names a slider after its keyword, tqdm shows ``desc``, and ``install`` echoes nothing (issue 29)."""

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from autograder.core.files import REPO_ROOT
+from autograder.course.i18n.comment_text import COMMENT_CONTEXT, translate_fence
 from autograder.course.i18n.docstring_text import DOCSTRING_CONTEXT, docstrings
 from autograder.course.i18n.extract import LANGUAGE, LOCALE_DIR, blocks
 from autograder.course.i18n.typesetting import MATH_CONTEXT, join_cjk_lines, translate_math
@@ -65,9 +66,10 @@ def catalogue_path(docname: str, root: Path = REPO_ROOT) -> Path:
 
 
 def catalogue_template(msgids: list[str], location: str, creation_date=None, *, math: list[str] = (),
-                       docstrings: list[str] = (), written: list[tuple[str, str]] = ()):
-    """A page's catalogue: its blocks, the phrases of its formulas, the docstrings of its solution cells and
-    the model answers and rubrics of its written questions (``(context, English)`` pairs), untranslated."""
+                       docstrings: list[str] = (), comments: list[str] = (), written: list[tuple[str, str]] = ()):
+    """A page's catalogue: its blocks, the phrases of its formulas, the docstrings of its solution cells, the
+    prose comments of its code and the model answers and rubrics of its written questions (``(context,
+    English)`` pairs), untranslated."""
     from babel.messages.catalog import Catalog
 
     catalog = Catalog(locale=LANGUAGE, project="Transformer Core Mechanisms", version="1",
@@ -84,6 +86,10 @@ def catalogue_template(msgids: list[str], location: str, creation_date=None, *, 
         catalog.add(body, locations=[(location, index)], context=DOCSTRING_CONTEXT,
                     auto_comments=["The docstring of a function or class the learner writes, as written between its "
                                    "quotes: keep each line's indentation, parameter names, shapes and code."])
+    for index, text in enumerate(comments, start=1):
+        catalog.add(text, locations=[(location, index)], context=COMMENT_CONTEXT,
+                    auto_comments=["A comment of the code (after its #): translate it on one line; keep names and "
+                                   "code as they are."])
     for index, (context, text) in enumerate(written, start=1):
         catalog.add(text, locations=[(location, index)], context=context,
                     auto_comments=[f"The written question's {context}, from the solution notebook: the instructor "
@@ -121,7 +127,7 @@ def write_catalogue(catalog, path: Path) -> None:
 def translations(docname: str, root: Path = REPO_ROOT, *, context: str | None = None) -> dict[str, str]:
     """English -> Chinese, for the finished (not fuzzy, not empty) messages of a page: its blocks,
     with ``context=MATH_CONTEXT`` the phrases inside its formulas, with ``context=DOCSTRING_CONTEXT``
-    the docstrings of its solution cells."""
+    the docstrings of its solution cells, with ``context=COMMENT_CONTEXT`` the comments of its code."""
     path = catalogue_path(docname, root)
     if not path.exists():
         return {}
@@ -129,13 +135,17 @@ def translations(docname: str, root: Path = REPO_ROOT, *, context: str | None = 
             if m.id and m.string and not m.fuzzy and m.context == context}
 
 
-def translate_text(text: str, table: dict[str, str], math: dict[str, str] | None = None) -> str:
+def translate_text(text: str, table: dict[str, str], math: dict[str, str] | None = None,
+                   comments: dict[str, str] | None = None) -> str:
     """``text`` with every block that has a translation replaced by it (others stay English), the
-    translated blocks' line breaks between Chinese characters joined (:func:`join_cjk_lines`) and the
-    phrases of formulas translated (:func:`translate_math`)."""
+    translated blocks' line breaks between Chinese characters joined (:func:`join_cjk_lines`), the
+    phrases of formulas translated (:func:`translate_math`) and the comments of code fences
+    (:func:`translate_fence`)."""
     out = []
     for block in blocks(text):
         if block in table:
             block = join_cjk_lines(table[block])
+        elif comments:
+            block = translate_fence(block, comments)
         out.append(translate_math(block, math) if math else block)
     return "\n\n".join(out)

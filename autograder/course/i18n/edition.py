@@ -15,6 +15,7 @@ from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.core.repository import colab_url
 from autograder.course.i18n.catalogues import (catalogue_path, catalogue_template, markup_problems, read_catalogue,
                                                translate_text, translations, write_catalogue)
+from autograder.course.i18n.comment_text import COMMENT_CONTEXT, page_comments, translate_cell, without_comments
 from autograder.course.i18n.docstring_text import (DOCSTRING_CONTEXT, solution_docstrings, translate_docstrings,
                                                    without_docstrings)
 from autograder.course.i18n.extract import (COLAB_PATH, LANGUAGE, SITE_DOC, ZH_ROOT, messages, page_texts, pages,
@@ -34,12 +35,12 @@ def update(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
     """
     documents = {page.docname: (messages(page_texts(page)), page.path.relative_to(root).as_posix(),
                                 math_phrases("\n\n".join(page_texts(page))), solution_docstrings(page),
-                                written_answers(page, root))
+                                page_comments(page), written_answers(page, root))
                  for page in pages(root)}
-    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [], [])
-    for docname, (msgids, location, math, docs, written) in documents.items():
+    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [], [], [])
+    for docname, (msgids, location, math, docs, comments, written) in documents.items():
         path = catalogue_path(docname, root)
-        extra = {"math": math, "docstrings": docs, "written": written}
+        extra = {"math": math, "docstrings": docs, "comments": comments, "written": written}
         if path.exists():
             catalog = read_catalogue(path)
             catalog.update(catalogue_template(msgids, location, catalog.creation_date, **extra),
@@ -78,24 +79,26 @@ def _zh_links(text: str, root: Path) -> str:
 def rendered(root: Path = REPO_ROOT) -> dict[Path, str]:
     """Every file of the Chinese book (under ``zh/``) and its content, from the English pages and the
     catalogues: markdown translated block by block (untranslated blocks stay English), code copied
-    with the docstrings of the learner's functions and classes translated."""
+    with the docstrings of the learner's functions and classes and the comments translated."""
     files = {}
     for page in pages(root):
         table = translations(page.docname, root)
         math = translations(page.docname, root, context=MATH_CONTEXT)
         docs = translations(page.docname, root, context=DOCSTRING_CONTEXT)
+        notes = translations(page.docname, root, context=COMMENT_CONTEXT)
         target = root / ZH_ROOT / page.path.relative_to(root)
         if page.is_notebook:
             nb = copy.deepcopy(read_notebook(page.path))
             nb.metadata["course"] = {"language": LANGUAGE}
             for cell in nb.cells:
                 if cell.cell_type == "markdown":
-                    cell.source = _zh_links(translate_text(cell.source, table, math), root)
-                elif cell.cell_type == "code" and docs:
-                    cell.source = translate_docstrings(cell.source, docs)
+                    cell.source = _zh_links(translate_text(cell.source, table, math, notes), root)
+                elif cell.cell_type == "code":
+                    cell.source = translate_cell(cell, notes)
+                    cell.source = translate_docstrings(cell.source, docs) if docs else cell.source
             files[target] = dumps_normalized(repoint_notebook(nb, root))   # the setup cell says Chinese
         else:
-            files[target] = _zh_links(translate_text(page.path.read_text(encoding="utf-8"), table, math), root)
+            files[target] = _zh_links(translate_text(page.path.read_text(encoding="utf-8"), table, math, notes), root)
     files[root / ZH_ROOT / "_toc.yml"] = _zh_toc(root)
     files[root / ZH_ROOT / "_config.yml"] = _zh_config(root)
     return files
@@ -303,7 +306,7 @@ def build_html(out: Path, root: Path = REPO_ROOT, *, extra_args: tuple[str, ...]
 
 def code_cells_match(root: Path = REPO_ROOT) -> list[str]:
     """Pages whose Chinese notebook's code cells differ from the English ones (should be none),
-    the text of their docstrings (translated) left out of the comparison."""
+    the text of their docstrings and comments (translated) left out of the comparison."""
     problems = []
     for page in pages(root):
         if not page.is_notebook:
@@ -316,7 +319,9 @@ def code_cells_match(root: Path = REPO_ROOT) -> list[str]:
         chinese = [(c.cell_type, c.source) for c in read_notebook(target).cells if c.cell_type != "markdown"]
         zh_setup = setup_cell_source(root, LANGUAGE)     # the one line the editions' code may differ in
         chinese = [(kind, setup_cell_source(root) if source == zh_setup else source) for kind, source in chinese]
-        if [(k, without_docstrings(s)) for k, s in english] != [(k, without_docstrings(s)) for k, s in chinese]:
+        def code(cells):
+            return [(kind, without_comments(without_docstrings(source))) for kind, source in cells]
+        if code(english) != code(chinese):
             problems.append(f"{target.relative_to(root)}: its code cells differ from {page.path.relative_to(root)}")
     return problems
 
