@@ -215,6 +215,7 @@ def test_line_breaks_beside_full_width_punctuation_are_joined_whatever_is_on_the
         "（即**句子嵌入**）：\n6 个": "（即**句子嵌入**）：6 个",
         "**为什么吃力。**\nLSTM 的": "**为什么吃力。**LSTM 的",
         "如下：\n- 一\n1. 二": "如下：\n- 一\n1. 二",
+        "隐藏它。\n\n**当 DDP 不够用时。**": "隐藏它。\n\n**当 DDP 不够用时。**",
         "```{note} 注意：\n内容": "```{note} 注意：\n内容",
         ":::{tip}\n（括号）": ":::{tip}\n（括号）",
         "在 CPU\n上运行": "在 CPU\n上运行",

@@ -20,9 +20,9 @@ FULLWIDTH_PUNCT = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\u
 # open between), spaces and tabs around it included.
 _PUNCT_BREAK = re.compile(rf"(?<=[{FULLWIDTH_PUNCT}])(?:\*\*|\*|_)?[ \t]*\n[ \t]*"
                           rf"|[ \t]*\n[ \t]*(?=(?:\*\*|\*|_)?[{FULLWIDTH_PUNCT}])")
-# A line that opens a Markdown block (a list item, heading, quote, table row, fence, directive or its
-# option, display math, a label): the break before it is a real one.
-_BLOCK_START = re.compile(r"[ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[#>|]|`{3}|~{3}|:|\$\$|\([^)\s]*\)=)")
+# A blank line, or a line that opens a Markdown block (a list item, heading, quote, table row, fence,
+# directive or its option, display math, a label): the break before it is a real one.
+_BLOCK_START = re.compile(r"[ \t]*(?:\n|$|[-*+][ \t]|\d+[.)][ \t]|[#>|]|`{3}|~{3}|:|\$\$|\([^)\s]*\)=)")
 # Spans whose line breaks mean something: code fences (not a directive's) and display math.
 _KEEP_LINES = re.compile(r"(`{3,}|~{3,})(?![ \t]*\{(?!code|math))[^\n]*\n.*?\1|\$\$.*?\$\$", re.DOTALL)
 
