@@ -608,7 +608,9 @@ def test_every_chinese_page_uses_one_form_per_term():
 
 def test_terms_that_had_several_forms_have_one():
     """Issue 29: prompt is 提示词 (提示 is a hint), and the other terms readers met in two or three forms
-    (the second review: 层规范化 as d2l writes it, 综合项目, 核采样, 句子嵌入, 词元 id, argmax, 束宽, 老师)."""
+    (the second review: 层规范化 as d2l writes it, 综合项目, 核采样, 句子嵌入, 词元 ID, argmax, 束宽, 老师; the
+    third: 规范化 for every normalisation of features, 核函数 for a GPU kernel as 内核 is Jupyter's, 维 for a
+    tensor's axis, 堆叠 not the data structure 堆栈, 验证集 for held-out data)."""
     chosen = {t["en"]: t["zh"] for t in reader_checks.load_terms(ROOT)["terms"]}
     for english, chinese in {"prompt": "提示词", "interleaved pairing": "相邻配对", "nats": "奈特",
                              "learned positional embedding": "可学习位置嵌入", "dilation": "扩张率",
@@ -616,12 +618,15 @@ def test_terms_that_had_several_forms_have_one():
                              "Question N (an exercise's review question)": "第 N 题", "hidden state": "隐藏状态",
                              "Llama 2": "Llama 2", "layer normalization": "层规范化", "batch normalization": "批量规范化",
                              "capstone project": "综合项目", "nucleus (top-p) sampling": "核采样",
-                             "sentence embedding": "句子嵌入", "token id": "词元 id", "argmax": "argmax",
-                             "beam size": "束宽", "instructor": "老师"}.items():
+                             "sentence embedding": "句子嵌入", "token id": "词元 ID", "argmax": "argmax",
+                             "beam size": "束宽", "instructor": "老师", "GPU kernel": "核函数",
+                             "dimension (axis) of a tensor": "维", "stack (of layers)": "堆叠",
+                             "held-out data": "验证集", "visible tests": "可见测试"}.items():
         assert chosen.get(english) == chinese, f"terms.yml: {english} should be {chinese}, is {chosen.get(english)}"
     pages = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "zh").rglob("*.ipynb"))
     for avoided in ("本库", "膨胀率", "交错配对", "整个提示在", "可学习的绝对位置", "隐状态", "层归一化", "毕业项目",
-                    "句向量", "编码器–解码器", "核过滤", "词元编号", "如何批改"):
+                    "句向量", "编码器–解码器", "核过滤", "词元编号", "如何批改", "融合内核", "均方根归一化",
+                    "被挡住", "词元 id", "堆栈", "训练配方", "留出部分", "连续卷积", "16 位数（"):
         assert avoided not in pages, f"a Chinese page still says {avoided}"
 
 
