@@ -600,6 +600,16 @@ def test_ascii_quotation_marks_around_chinese_are_a_typesetting_mistake():
     assert not reader_checks.typesetting_problems('它打印 "No GPU found" 与“分配”。')
 
 
+def test_chinese_against_a_latin_word_or_a_number_is_a_typesetting_mistake():
+    """The second review read 在你自己的 GPT中 and 相同的SwiGLU (a role's text against Chinese) and 方案是n 元;
+    a Chinese page leaves a space on each side of a Latin word or a number, and code and math are not prose."""
+    said = reader_checks.typesetting_problems(reader_checks.visible_prose("在{doc}`你自己的 GPT <x>`中训练，见第1章。"))
+    assert len(said) == 2 and all(p.startswith("no space between Chinese and a Latin") for p in said), said
+    assert reader_checks.typesetting_problems("搭一个参数量相同的SwiGLU 网络")
+    assert not reader_checks.typesetting_problems(
+        reader_checks.visible_prose("在{doc}`你自己的 GPT <x>` 中，`x`的形状含 $d$维，见第 1 章。"))
+
+
 def test_every_chinese_page_uses_one_form_per_term():
     """locales/zh_CN/terms.yml: one Chinese form per term, the English at its first use."""
     wrong = _reader_problems("terms")

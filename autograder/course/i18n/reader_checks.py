@@ -85,6 +85,8 @@ _TYPESETTING = [
     (re.compile(r'"[^"]{0,200}?[\u4e00-\u9fff][^"]{0,200}?"'), "ASCII quotation marks around Chinese (use “”)"),
     (re.compile(r"[“‘]\s|\s[”’]"), "a space inside quotation marks"),
     (re.compile(rf"[\u4e00-\u9fff]\s*->|->\s*[\u4e00-\u9fff]"), "ASCII -> in Chinese text (use →)"),
+    (re.compile(r"[\u4e00-\u9fff][A-Za-z0-9]|[A-Za-z0-9][\u4e00-\u9fff]"),
+     "no space between Chinese and a Latin letter or digit (在你自己的 GPT 中, 第 1 章)"),
 ]
 
 
