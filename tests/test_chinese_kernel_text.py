@@ -178,5 +178,5 @@ def test_a_hint_passed_by_position_reaches_a_chinese_learner_in_chinese(tmp_path
     errors = [o for o in exercise.cells[-1].outputs if o.get("output_type") == "error"]
     assert errors and errors[0]["ename"] == "AssertionError", exercise.cells[-1].outputs
     message = errors[0]["evalue"]
-    assert "\n提示：x[perm] 重排的是第一个轴，而这里它是批次轴" in message, message
+    assert "\n提示：x[perm] 重排的是第一维，而这里它是批次维" in message, message
     assert "Hint" not in message and "reorders" not in message, message
