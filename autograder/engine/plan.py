@@ -323,24 +323,27 @@ def _load_folder(assignment: str, folder: Path, **options: bool) -> AssignmentPl
     return AssignmentPlan(assignment, notebooks, digest.hexdigest())
 
 
-def _free_code_cells(cells: list[dict]) -> list[dict]:
+def _free_code_cells(cells: list[dict], *, demo: bool = False) -> list[dict]:
+    """The code cells without nbgrader metadata: the free ones, or with ``demo`` the ones tagged demo."""
     return [c for c in cells if c.get("cell_type") == "code" and not c.get("metadata", {}).get("nbgrader")
-            and DEMO_TAG not in (c.get("metadata", {}).get("tags") or [])]
+            and (DEMO_TAG in (c.get("metadata", {}).get("tags") or [])) == demo]
 
 
 def _matched_sources(plan: NotebookPlan, shipped: dict) -> dict[str, str]:
-    """The sources of ``shipped`` (another copy of the notebook) for the plan's free code cells: by cell id,
-    else by position among the free code cells when both copies have as many."""
-    ours = [c for c in plan.cells if c.kind == FREE and c.cell_type == "code"]
-    theirs = _free_code_cells(shipped.get("cells", []))
-    by_id = {c.get("id"): c for c in theirs}
-    positional = len(ours) == len(theirs)
+    """The sources of ``shipped`` (another copy of the notebook) for the plan's free and demo code cells
+    (each kind apart): by cell id, else by position among the cells of that kind when both copies have as
+    many. A Chinese copy's cells differ in their comments and so in their ids."""
     found: dict[str, str] = {}
-    for index, cell in enumerate(ours):
-        other = by_id.get(cell.key) or (theirs[index] if positional else None)
-        if other is not None:
-            source = other.get("source", "")
-            found[cell.key] = "".join(source) if isinstance(source, list) else str(source)
+    for kind, demo in ((FREE, False), (DEMO, True)):
+        ours = [c for c in plan.cells if c.kind == kind and c.cell_type == "code"]
+        theirs = _free_code_cells(shipped.get("cells", []), demo=demo)
+        by_id = {c.get("id"): c for c in theirs}
+        positional = len(ours) == len(theirs)
+        for index, cell in enumerate(ours):
+            other = by_id.get(cell.key) or (theirs[index] if positional else None)
+            if other is not None:
+                source = other.get("source", "")
+                found[cell.key] = "".join(source) if isinstance(source, list) else str(source)
     return found
 
 
@@ -365,7 +368,7 @@ def _shipped_at(root: Path, tag: str, relative: str) -> dict | None:
 
 
 def course_variants(plan: NotebookPlan, root: Path, assignment: str) -> dict[str, set[str]]:
-    """Every source the course has shipped each of the notebook's free code cells with, other than the
+    """Every source the course has shipped each of the notebook's free and demo code cells with, other than the
     plan's own: the copies in each edition's released exercise (:data:`EDITIONS`) and, in a git
     checkout, in the English and Chinese exercises of every tagged release.
 
