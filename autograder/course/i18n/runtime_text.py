@@ -42,16 +42,21 @@ _COMPUTED_FIGURE_STRINGS = [("train loss", False), ("val loss", False), ("with",
 
 
 def _string_value(node: "ast.AST") -> tuple[str, bool] | None:
-    """A string literal as (text, False), an f-string as (pattern with {placeholders}, True)."""
+    """A string literal as (text, False), an f-string as (pattern with {placeholders}, True). A literal
+    formatted inside an f-string is the text it makes (a table's header, ``f"{'contexts seen':>14}"``, is
+    ``" contexts seen"``), so a header row is one text, and a translation can keep its columns."""
     import ast
 
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value, False
     if isinstance(node, ast.JoinedStr):
+        literals = [_formatted_literal(value) for value in node.values]
+        if None not in literals:
+            return "".join(literals), False
         parts = []
-        for value in node.values:
-            if isinstance(value, ast.Constant):
-                parts.append(str(value.value).replace("{", "{{").replace("}", "}}"))
+        for value, literal in zip(node.values, literals):
+            if literal is not None:
+                parts.append(literal.replace("{", "{{").replace("}", "}}"))
             else:
                 spec = ""
                 if value.format_spec is not None:
@@ -60,6 +65,23 @@ def _string_value(node: "ast.AST") -> tuple[str, bool] | None:
                 parts.append("{" + ast.unparse(value.value) + conversion + spec + "}")
         return "".join(parts), True
     return None
+
+
+def _formatted_literal(value: "ast.AST") -> str | None:
+    """What a piece of an f-string writes when it is fixed text: a literal, or a literal formatted with a
+    literal spec and conversion (``{'n':>2}`` -> ``" n"``); None for a value only the running code knows."""
+    import ast
+
+    if isinstance(value, ast.Constant):
+        return str(value.value)
+    spec = value.format_spec.values if value.format_spec is not None else []
+    if not (isinstance(value.value, ast.Constant) and all(isinstance(v, ast.Constant) for v in spec)):
+        return None
+    converted = {ord("s"): str, ord("r"): repr, ord("a"): ascii}.get(value.conversion, lambda v: v)
+    try:
+        return format(converted(value.value.value), "".join(v.value for v in spec))
+    except (TypeError, ValueError):
+        return None
 
 
 class _Program:
@@ -207,7 +229,8 @@ class _Program:
 
         found = _string_value(node)
         if found:
-            formatted = [v.value for v in getattr(node, "values", []) if isinstance(v, ast.FormattedValue)]
+            formatted = [v.value for v in getattr(node, "values", []) if isinstance(v, ast.FormattedValue)
+                         and _formatted_literal(v) is None]
             return [found] + [s for value in formatted for s in self.strings(value, seen)]
         children = []
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_with_hint" and node.args:
@@ -355,7 +378,7 @@ def printed_strings(sources: list[str]) -> list[tuple[str, bool]]:
                 for argument in node.args:
                     # the words a placeholder stands for (``corpus = "the course's offline corpus"``) too
                     values = [text for value in ast.walk(argument) if isinstance(value, ast.FormattedValue)
-                              for text in program.strings(value.value)]
+                              and _formatted_literal(value) is None for text in program.strings(value.value)]
                     for text, is_pattern in (_joined(argument) or []) + values:
                         if _is_words(text):
                             found.setdefault(text, is_pattern)
@@ -539,11 +562,11 @@ def _page_code(root: Path, chapters: bool) -> list[list[str]]:
 
 
 def runtime_prints(root: Path = REPO_ROOT) -> list[tuple[str, bool]]:
-    """The (English, is_pattern) strings the released exercises' cells print (:func:`printed_strings`):
-    their entries of ``messages.po`` are flagged :data:`PRINT_FLAG`, the ones a Chinese kernel's output
-    is matched against."""
+    """The (English, is_pattern) strings the chapters' and the released exercises' cells print
+    (:func:`printed_strings`): their entries of ``messages.po`` are flagged :data:`PRINT_FLAG`, the ones a
+    Chinese kernel's output is matched against (the Chinese book's kernels and a learner's alike)."""
     found: dict[str, bool] = {}
-    for sources in _page_code(root, False):
+    for sources in _page_code(root, True) + _page_code(root, False):
         for text, is_pattern in printed_strings(sources):
             found.setdefault(text, is_pattern)
     return list(found.items())
