@@ -38,6 +38,7 @@ import hashlib
 import os
 import re
 import sys
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -282,7 +283,7 @@ class Catalogue:
             for name, value in english.items():
                 as_code = name in self._as_code[regex] and _IDENTIFIER.fullmatch(value.strip())
                 inner = None if as_code else self._lookup(value.strip())
-                values[name] = value if inner is None else inner.translation
+                values[name] = value if inner is None else same_width(value, inner.translation)
                 left += 0 if as_code else english_letters(value) if inner is None else inner.left
             if best is None or left < best.left:
                 filled = "".join(values.get(name, "{" + name + "}") if name else piece
@@ -713,7 +714,33 @@ def translate_printed(text: str, language: str | None = None) -> str:
         return text
     stripped = text.strip()
     start = text.index(stripped)
-    return text[:start] + found + text[start + len(stripped):]
+    return text[:start] + same_width(text[start:], found)
+
+
+def display_width(text: str) -> int:
+    """The columns ``text`` takes in a monospace font: a Chinese character (East Asian wide or full
+    width) takes two.
+
+    Example:
+        >>> display_width("scores:"), display_width("分数：")
+        (7, 6)
+    """
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def same_width(english: str, translation: str) -> str:
+    """``translation`` of ``english`` followed by ``english``'s trailing spaces, as many as keep the columns
+    ``english`` takes where it was padded to line up with the lines below (``"naive, large scores:   "``,
+    ``f"{name:26s}"``), at least one; other trailing white space (a newline) as it is.
+
+    Example:
+        >>> same_width("stable, large scores:   ", "稳定版，大分数：")
+        '稳定版，大分数：        '
+    """
+    trailing = english[len(english.rstrip()):]
+    if trailing.strip(" "):
+        return translation + trailing
+    return translation + " " * (max(1, display_width(english) - display_width(translation)) if trailing else 0)
 
 
 @functools.lru_cache(maxsize=None)

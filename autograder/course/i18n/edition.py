@@ -22,7 +22,8 @@ from autograder.course.i18n.extract import (COLAB_PATH, LANGUAGE, SITE_DOC, ZH_R
                                             site_messages, written_answers)
 from autograder.course.i18n.hidden_text import hidden_problems, update_hidden
 from autograder.course.i18n.reader_checks import reader_problems
-from autograder.course.i18n.runtime_text import runtime_catalogue_path, runtime_drift, runtime_status, update_runtime
+from autograder.course.i18n.runtime_text import (PATTERN_FLAG, PRINT_FLAG, runtime_catalogue_path, runtime_drift,
+                                                  runtime_status, update_runtime)
 from autograder.course.i18n.typesetting import MATH_CONTEXT, math_phrases
 from autograder.course.notebooks import dumps_normalized, repoint_notebook, setup_cell_source
 
@@ -173,16 +174,21 @@ def execution_cache(out: Path, root: Path = REPO_ROOT) -> Path:
     """The Chinese build's own jupyter-cache, ``<out>/_build/.jupyter_cache_zh-<key>``.
 
     The Chinese pages run the same code as the English ones, but in a kernel that draws figure text
-    and widget labels in Chinese (``$COURSE_LANGUAGE``), so their outputs are cached apart. The key
-    is a hash of what decides those outputs besides the code (the figure catalogue and
-    ``course_runtime/language.py``): a changed translation re-executes the chapters once, and an
-    unchanged one hits the cache, as the English build does.
+    and widget labels and prints in Chinese (``$COURSE_LANGUAGE``), so their outputs are cached apart.
+    The key is a hash of what decides those outputs besides the code (the figure catalogue, the printed
+    entries of the messages catalogue and ``course_runtime/language.py``): a changed translation
+    re-executes the chapters once, and an unchanged one hits the cache, as the English build does. A
+    test message's translation is not part of it: no chapter's output shows one.
     """
     import hashlib
 
     digest = hashlib.sha256()
     for path in (runtime_catalogue_path("figures", root), root / "course_runtime" / "language.py"):
         digest.update(path.read_bytes() if path.exists() else b"")
+    messages_po = runtime_catalogue_path("messages", root)
+    printed = sorted((m.id, m.string, m.fuzzy, PATTERN_FLAG in m.flags) for m in
+                     (read_catalogue(messages_po) if messages_po.exists() else []) if m.id and PRINT_FLAG in m.flags)
+    digest.update(repr(printed).encode("utf-8"))
     return Path(out).resolve() / "_build" / f".jupyter_cache_zh-{digest.hexdigest()[:12]}"
 
 

@@ -363,8 +363,8 @@ def _message_positions() -> dict[str, int]:
 def printed_strings(sources: list[str]) -> list[tuple[str, bool]]:
     """What the code's ``print`` calls write, argument by argument as ``print`` writes them (``print("Answer
     recorded:", x)`` writes ``"Answer recorded:"``, then ``" "``, ``str(x)`` and ``"\\n"``): each argument that
-    is a string literal, an f-string or a sum or choice of them, when it has words, and the strings its
-    placeholders stand for (:class:`_Program`). A Chinese kernel
+    is a string literal, an f-string or a sum or choice of them, when it has words or its placeholders
+    stand for words, and the strings its placeholders stand for (:class:`_Program`). A Chinese kernel
     translates a write that is one of these whole (``course_runtime/language.py``); ``sources`` are the
     cells of one page."""
     import ast
@@ -379,9 +379,13 @@ def printed_strings(sources: list[str]) -> list[tuple[str, bool]]:
                     # the words a placeholder stands for (``corpus = "the course's offline corpus"``) too
                     values = [text for value in ast.walk(argument) if isinstance(value, ast.FormattedValue)
                               and _formatted_literal(value) is None for text in program.strings(value.value)]
-                    for text, is_pattern in (_joined(argument) or []) + values:
-                        if _is_words(text):
+                    worded = [(text, is_pattern) for text, is_pattern in values if _is_words(text)]
+                    for text, is_pattern in (_joined(argument) or []):
+                        # a line whose only words are its values' (``f"{name:16s} p = {p}"``) is matched whole
+                        if _is_words(text) or (is_pattern and worded and re.sub(r"\{[^{}]*\}", "", text).strip()):
                             found.setdefault(text, is_pattern)
+                    for text, is_pattern in worded:
+                        found.setdefault(text, is_pattern)
     return list(found.items())
 
 
