@@ -380,7 +380,9 @@ def printed_strings(sources: list[str]) -> list[tuple[str, bool]]:
                     values = [text for value in ast.walk(argument) if isinstance(value, ast.FormattedValue)
                               and _formatted_literal(value) is None for text in program.strings(value.value)]
                     worded = [(text, is_pattern) for text, is_pattern in values if _is_words(text)]
-                    for text, is_pattern in (_joined(argument) or []):
+                    # a sum with a value that is no string (``"loss\n" + "".join(cells)``) is one pattern
+                    summed = _summed(argument)
+                    for text, is_pattern in _joined(argument) or ([summed] if summed else []):
                         # a line whose only words are its values' (``f"{name:16s} p = {p}"``) is matched whole
                         if _is_words(text) or (is_pattern and worded and re.sub(r"\{[^{}]*\}", "", text).strip()):
                             found.setdefault(text, is_pattern)
@@ -484,7 +486,9 @@ def _summed(node: "ast.AST") -> tuple[str, bool] | None:
     pieces = [_string_value(term) for term in terms]
     if all(piece is None for piece in pieces) or all(piece is not None for piece in pieces):
         return None
-    return "".join(("{" + ast.unparse(term) + "}") if piece is None else piece[0] if piece[1]
+    # a value's braces (an f-string inside it) would end its placeholder early: they are shown as parentheses
+    return "".join(("{" + ast.unparse(term).replace("{", "(").replace("}", ")") + "}") if piece is None
+                   else piece[0] if piece[1]
                    else piece[0].replace("{", "{{").replace("}", "}}") for term, piece in zip(terms, pieces)), True
 
 
