@@ -6,7 +6,8 @@ The Chinese notebooks run the same code cells as the English ones, byte for byte
 - ``locales/zh_CN/LC_MESSAGES/figures.po``: titles, axis labels, legends and widget labels;
 - ``locales/zh_CN/LC_MESSAGES/messages.po``: what a failed check or test says (``testing.check_close``
   and friends, the hints and ``assert`` messages of the exercises' visible tests, the stub's
-  ``NotImplementedError``) and what the exercises' cells print (``"Part A: visible tests passed."``).
+  ``NotImplementedError``) and what the chapters' and exercises' cells print (``"Part A: visible tests
+  passed."``, ``"scores:"``, a table's header).
 
 Both are written by ``python -m autograder i18n update`` from the code (English ``msgid``), and
 translated like the page catalogues. An entry flagged ``course-pattern`` came from an f-string: its
@@ -21,7 +22,8 @@ installed on the system, or on Colab one fetched once; without one the figures s
 than show empty boxes, and :func:`install` says so in Chinese, with the fix), ipywidgets labels when a
 widget is made or relabelled (``interact`` names a slider after its keyword), tqdm progress bars'
 descriptions, the traceback of a failed ``assert`` in IPython, and what a cell prints (a write that is all
-of a string the exercises print, ``messages.po``'s entries flagged ``course-print``). Figure text that the code keeps
+of a string the chapters or exercises print, ``messages.po``'s entries flagged ``course-print``, in the
+columns the English takes where it was padded to line up: a Chinese character is two wide). Figure text that the code keeps
 in a variable is translated the same way, when it is drawn (``python -m autograder i18n update`` follows
 such variables to find it, see ``autograder/course/i18n/runtime_text.py``). Loaded
 as an IPython extension (``%load_ext course_runtime.language``), it installs itself for the
@@ -223,9 +225,11 @@ class Catalogue:
     """One domain's translations: exact messages, and f-string patterns whose placeholders match
     any text (each filled-in value is translated in turn when the catalogue knows it); with
     ``joiners`` (English separator -> the language's, strongest first), also a list the code joined
-    (``"a text file; a PDF"``, ``"a.txt, b.pdf"``) whose every item translates or is no words."""
+    (``"a text file; a PDF"``, ``"a.txt, b.pdf"``) whose every item translates or is no words.
+    With ``padded``, a translation keeps the spaces it ends in (a printed label that the translator
+    padded to line up with the lines below it)."""
 
-    def __init__(self, entries: list[Entry], joiners: dict[str, str] | None = None):
+    def __init__(self, entries: list[Entry], joiners: dict[str, str] | None = None, *, padded: bool = False):
         self.joiners = dict(joiners or {})
         self.exact: dict[str, str] = {}
         self.patterns: list[tuple[re.Pattern, list[str], str]] = []
@@ -237,6 +241,8 @@ class Catalogue:
                 continue
             # A piece of a message may start with the space that joined it to the one before.
             msgid, msgstr = e.msgid.strip(), e.msgstr.strip()
+            if padded:          # a printed label's translation may end in the spaces that line it up
+                msgstr += e.msgstr[len(e.msgstr.rstrip(" ")):]
             if PATTERN_FLAG in e.flags:
                 regex, names = _pattern(msgid)
                 self.patterns.append((regex, names, msgstr))
@@ -367,12 +373,13 @@ def catalogue(domain: str, language: str) -> Catalogue:
 
 @functools.lru_cache(maxsize=None)
 def printed_catalogue(language: str) -> Catalogue:
-    """The entries of ``messages.po`` flagged ``course-print``: what the exercises' cells print (``"Part A:
-    visible tests passed."``, ``"best rate: {sweep_best:g}"``), the only texts a kernel's output is
-    matched against; empty for English."""
+    """The entries of ``messages.po`` flagged ``course-print``: what the chapters' and exercises' cells print
+    (``"Part A: visible tests passed."``, ``"best rate: {sweep_best:g}"``), the only texts a kernel's output
+    is matched against, each translation with the spaces it ends in (:class:`Catalogue`'s ``padded``);
+    empty for English."""
     path = CATALOGUE_DIR / language / "LC_MESSAGES" / "messages.po"
     entries = read_po(path) if language != ENGLISH and path.is_file() else []
-    return Catalogue([e for e in entries if PRINT_FLAG in e.flags])
+    return Catalogue([e for e in entries if PRINT_FLAG in e.flags], padded=True)
 
 
 def translate(text: str, domain: str = "messages", language: str | None = None) -> str:
@@ -712,9 +719,7 @@ def translate_printed(text: str, language: str | None = None) -> str:
     found = table.lookup(text)
     if found is None:
         return text
-    stripped = text.strip()
-    start = text.index(stripped)
-    return text[:start] + same_width(text[start:], found)
+    return same_width(text, found)
 
 
 def display_width(text: str) -> int:
@@ -729,18 +734,23 @@ def display_width(text: str) -> int:
 
 
 def same_width(english: str, translation: str) -> str:
-    """``translation`` of ``english`` followed by ``english``'s trailing spaces, as many as keep the columns
-    ``english`` takes where it was padded to line up with the lines below (``"naive, large scores:   "``,
-    ``f"{name:26s}"``), at least one; other trailing white space (a newline) as it is.
+    """``translation`` of ``english`` with ``english``'s leading spaces, and its trailing spaces as many as
+    keep the columns ``english`` takes where it was padded to line up with the lines below
+    (``"naive, large scores:   "``, ``f"{name:26s}"``; none where the translation is as wide). Other
+    trailing white space (a newline) stays as it is.
 
     Example:
         >>> same_width("stable, large scores:   ", "稳定版，大分数：")
         '稳定版，大分数：        '
+        >>> same_width("  linear   ", "线性层")
+        '  线性层   '
     """
+    leading, words = english[:len(english) - len(english.lstrip())], english.strip()
     trailing = english[len(english.rstrip()):]
     if trailing.strip(" "):
-        return translation + trailing
-    return translation + " " * (max(1, display_width(english) - display_width(translation)) if trailing else 0)
+        return leading + translation + trailing
+    padding = max(0, display_width(words + trailing) - display_width(translation)) if trailing else 0
+    return leading + translation + " " * padding
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,13 +1,17 @@
 """What a Chinese learner reads around the prose (issue 29): the lines test cells print, hints passed to
 ``explain_errors`` by position, and no italics on Chinese characters."""
 
+import ast
+import re
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
 from autograder.core.files import REPO_ROOT, read_notebook
-from autograder.course.i18n import catalogues, reader_checks, runtime_text
+from autograder.course.i18n import catalogues, edition, extract, reader_checks, runtime_text
+from autograder.engine.cells import parse_cell
+from course_runtime.language import english_letters
 
 ROOT = REPO_ROOT
 
@@ -180,3 +184,99 @@ def test_a_hint_passed_by_position_reaches_a_chinese_learner_in_chinese(tmp_path
     message = errors[0]["evalue"]
     assert "\n提示：x[perm] 重排的是第一维，而这里它是批次维" in message, message
     assert "Hint" not in message and "reorders" not in message, message
+
+
+# --- What the chapters print (issue 29: every line under a Chinese chapter's code cells was English) ----
+
+def _chapters() -> dict[str, list[str]]:
+    """``{docname: its code cells}`` of every chapter."""
+    return {page.docname: [c.source for c in read_notebook(page.path).cells if c.cell_type == "code"]
+            for page in extract.pages(ROOT) if page.is_notebook and page.docname.startswith("book/")}
+
+
+def test_every_write_with_words_that_a_chapter_prints_has_a_chinese_translation():
+    """Every print argument of every chapter that has words (as extracted), and, read apart from the
+    extraction, every string literal a chapter passes to ``print``, has a translated entry flagged
+    ``course-print`` (a copy is a translation: a model's name, a prompt the model reads in English)."""
+    held = {m.id: m for m in catalogues.read_catalogue(runtime_text.runtime_catalogue_path("messages")) if m.id}
+    untranslated, literals = [], []
+    for docname, sources in _chapters().items():
+        extracted = {text for text, _ in runtime_text.printed_strings(sources)}
+        for tree in map(parse_cell, sources):
+            literals += [(docname, a.value) for node in ast.walk(tree) if isinstance(node, ast.Call)
+                         and getattr(node.func, "id", "") == "print" for a in node.args
+                         if isinstance(a, ast.Constant) and isinstance(a.value, str) and re.search("[A-Za-z]{2}", a.value)]
+        extracted |= {text for name, text in literals if name == docname}
+        untranslated += [f"{docname}: {text!r}" for text in sorted(extracted)
+                         if text not in held or runtime_text.PRINT_FLAG not in held[text].flags
+                         or not held[text].string or held[text].fuzzy]
+    assert len(literals) > 200, "the chapters' print calls were not read"
+    assert not untranslated, f"{len(untranslated)} printed texts without a Chinese entry:\n" + "\n".join(untranslated[:20])
+
+
+def test_a_table_header_is_one_text_and_a_row_joined_from_values_one_pattern():
+    """A header made of padded literals (``f"{'contexts seen':>14}"``) is the text it writes, so its
+    translation can keep the columns; a sum with a value that is no string is one pattern; a line whose
+    only words are its values' is matched whole so that its values translate."""
+    cell = ("print(f\"{'n':>2} {'contexts seen':>14}\")\n"
+            "print(\"validation loss\\n\" + \"\".join(f\"{x:>8}\" for x in xs))\n"
+            "for name in ['uniform scores']:\n    print(f\"{name:16s} p = {p}\")\n"
+            "print(f\"{n:>5} {m:>6}\")\n")
+    assert runtime_text.printed_strings([cell]) == [
+        (" n  contexts seen", False), ("validation loss\n{''.join((f'(x:>8)' for x in xs))}", True),
+        ("{name:16s} p = {p}", True), ("uniform scores", False)]
+
+
+def _display_ends(line: str) -> list[int]:
+    """The display column where each of a table line's cells ends (cells apart by two spaces or more)."""
+    from course_runtime.language import display_width
+
+    return [display_width(line[:m.end()]) for m in re.finditer(r"\S+(?: \S+)*", line)]
+
+
+CHAPTER_CELLS = [
+    "print(f\"{'n':>2} {'possible contexts V^(n-1)':>26} {'contexts seen':>14} {'unseen held-out n-grams':>24}\")",
+    'print("stable, large scores:   ", [1.0, 0.0])\nprint("stable, negative scores:", [0.5, 0.5])',
+    'print("NOTE: Tiny Shakespeare is not available here, so this run uses data.offline_corpus(), "\n'
+    '      "a generated play-like text.\\n      Reason:", "no network.")',
+    "print(\"scores:\", [1.0, 2.0])\nprint(\"the learner's own line:\", 3)",
+]
+
+
+def test_a_chinese_book_kernel_prints_the_chapters_lines_in_chinese_with_their_columns(tmp_path, monkeypatch):
+    """Cells as the chapters write them, run in a kernel started as the Chinese book build starts its
+    kernels (``$COURSE_LANGUAGE`` and the IPython profile that loads ``course_runtime.language``): the
+    header of chapter 01's table and chapter 02's aligned labels come out Chinese with their columns where
+    the English has them (a Chinese character is two columns wide), chapter 10's notice in Chinese line by
+    line; a line the chapters do not print stays as written."""
+    monkeypatch.setenv("COURSE_LANGUAGE", "zh_CN")
+    monkeypatch.setenv("IPYTHONDIR", str(edition._kernel_profile(tmp_path / "ipython")))
+    nb = _run(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CHAPTER_CELLS]), tmp_path)
+    header, labels, notice, plain = (_stdout(cell).splitlines() for cell in nb.cells)
+    english = f"{'n':>2} {'possible contexts V^(n-1)':>26} {'contexts seen':>14} {'unseen held-out n-grams':>24}"
+    assert re.search("[\u4e00-\u9fff]", header[0]) and english_letters(header[0]) == 0, header
+    assert _display_ends(header[0]) == _display_ends(english), (header[0], english)
+    from course_runtime.language import display_width
+    assert [display_width(line[:line.index("[")]) for line in labels] == [25, 25], labels
+    assert labels[0].startswith("稳定 softmax") and labels[1].startswith("稳定 softmax"), labels
+    assert notice[0].startswith("注意：") and notice[1] == "      原因： no network.", notice
+    assert english_letters(notice[0].replace("Tiny Shakespeare", "").replace("data.offline_corpus()", "")) == 0, notice
+    assert plain == ["分数： [1.0, 2.0]", "the learner's own line: 3"], plain
+
+
+def test_the_chinese_sites_execution_cache_follows_the_printed_translations(tmp_path):
+    """A changed translation of a printed text re-runs the Chinese chapters once (a new cache); a test
+    message's translation, which no chapter shows, leaves the cache as it is."""
+    po = runtime_text.runtime_catalogue_path("messages", tmp_path)
+    po.parent.mkdir(parents=True)
+    (tmp_path / "course_runtime" / "language.py").write_text("# the kernel's side\n", encoding="utf-8")
+
+    def key(printed: str, message: str, fuzzy: bool = False) -> str:
+        po.write_text('msgid ""\nmsgstr ""\n\n' + ("#, fuzzy\n" if fuzzy else "")
+                      + f'#, course-print\nmsgid "scores:"\nmsgstr "{printed}"\n\n'
+                      + f'msgid "a test message"\nmsgstr "{message}"\n', encoding="utf-8")
+        return edition.execution_cache(tmp_path, tmp_path).name
+
+    first = key("分数：", "一条测试消息")
+    assert key("分数：", "另一条测试消息") == first
+    assert len({first, key("得分：", "一条测试消息"), key("分数：", "一条测试消息", fuzzy=True)}) == 3
