@@ -1,8 +1,11 @@
 """Course cells of any edition and release are the course's (autograder/engine/plan.py, ``course_variants``): a
 Chinese notebook, or one from an earlier release of the term, filled with right answers, is graded with no
-note and no broken rule, while a learner's own edit of a course cell is still judged."""
+note and no broken rule, while a learner's own edit of a course cell is still judged. A test or locked cell
+is the course's when its code is (its comments are Chinese in the Chinese edition); whatever the learner's
+copy holds, the instructor's cell runs."""
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.engine.plan import MANUAL, SOLUTION, assemble, load_plan
+from autograder.engine.plan import DEMO, FREE, MANUAL, SOLUTION, TEST, assemble, load_plan
 from autograder.engine.policy import enforce
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,3 +94,76 @@ def test_a_cell_of_commands_the_learner_ran_is_skipped_without_a_flag():
     assert not any(cell.source.startswith("# check before") for cell in assembly.cells)
     learner.cells.append(nbformat.v4.new_code_cell("!ls\nx = 1"))    # code beside a command is judged
     assert enforce(plan, assemble(plan, learner))
+
+
+# --- test and locked cells: the Chinese edition words their comments in Chinese ---------------------------
+
+
+def _run(plan, learner) -> list[tuple[str | None, str]]:
+    """What a rebuilt notebook runs of the course's test, locked and solution cells: the score rests on these."""
+    return [(cell.key, cell.source) for cell in assemble(plan, learner).cells if cell.kind not in (FREE, DEMO)]
+
+
+def _test_cell(learner, key: str):
+    return next(c for c in learner.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == key)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_a_chinese_notebooks_test_cells_are_unchanged_and_run_the_instructors_cells(assignment):
+    """(a) and (d): both editions, as released with right answers, get no note and run the same cells, each test
+    the instructor's own (hidden tests included), whose comments are English, never the learner's copy."""
+    for name, plan in load_plan(assignment, ROOT).notebooks.items():
+        english = answered(plan, ROOT / "exercises" / assignment / f"{name}.ipynb")
+        chinese = answered(plan, ROOT / "zh" / "exercises" / assignment / f"{name}.ipynb")
+        assert assemble(plan, english).notes == [] and assemble(plan, chinese).notes == []
+        assert _run(plan, chinese) == _run(plan, english)
+        tests = {c.key: c.source for c in plan.cells if c.kind == TEST}
+        assert all(source == tests[key] for key, source in _run(plan, chinese) if key in tests)
+
+
+def _translated_test(plan, chinese) -> tuple[str, str]:
+    """A test cell whose released Chinese copy differs from the English one (its comments are Chinese), with
+    its Chinese source."""
+    for c in plan.cells:
+        if c.kind == TEST:
+            source = _test_cell(chinese, c.key).source
+            if source != c.released and re.search(r"#[^\n]*[\u4e00-\u9fff]", source):
+                return c.key, source
+    raise AssertionError("no test cell of the Chinese exercise has Chinese comments")
+
+
+EDITS = {
+    "an assert deleted": lambda source: re.sub(r"^( *)assert\b.*$", r"\1pass", source, count=1, flags=re.M),
+    "a number changed": lambda source: re.sub(r"(?<![\w.])(\d+)(?![\w.])", lambda m: str(int(m[1]) + 1), source, count=1),
+    "a comment added": lambda source: source + "\n# 这一格我改过",
+    "a comment removed": lambda source: re.sub(r"[ \t]*#[^\n]*[\u4e00-\u9fff][^\n]*", "", source, count=1),
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+@pytest.mark.parametrize("assignment", ["02-self-attention", "08-kv-cache"])
+def test_a_chinese_learners_edited_test_cell_is_noted_and_the_original_runs(assignment, edit):
+    """(b): an edit of a test cell's code (or a comment added or removed: its lines change) is a change, noted,
+    and the instructor's cell runs as if it had not been made."""
+    (plan,) = load_plan(assignment, ROOT).notebooks.values()
+    chinese = answered(plan, ROOT / "zh" / "exercises" / assignment / f"{plan.name}.ipynb")
+    untouched = _run(plan, chinese)
+    key, source = _translated_test(plan, chinese)
+    _test_cell(chinese, key).source = EDITS[edit](source)
+    assert _test_cell(chinese, key).source != source, "the edit changes the cell"
+    assert assemble(plan, chinese).notes == [
+        f"The course cell `{key}` was changed in your notebook; the original was used."]
+    assert _run(plan, chinese) == untouched
+
+
+@pytest.mark.parametrize("edition", ["exercises", "zh/exercises"])
+def test_a_comment_reworded_in_a_test_cell_is_no_change_and_earns_nothing(edition):
+    """(c), decided: rewording what a comment says is not a change of the test (a Chinese learner's copy differs
+    from the English in just that), so no note; the instructor's cell runs either way, so nothing is won or lost."""
+    (plan,) = load_plan("02-self-attention", ROOT).notebooks.values()
+    learner = answered(plan, ROOT / edition / "02-self-attention" / f"{plan.name}.ipynb")
+    untouched = _run(plan, learner)
+    key = next(c.key for c in plan.cells if c.kind == TEST and "#" in c.released)
+    cell = _test_cell(learner, key)
+    cell.source = re.sub(r"#[^\n]*", "# my own words: assert nothing, pass everything", cell.source, count=1)
+    assert assemble(plan, learner).notes == [] and _run(plan, learner) == untouched

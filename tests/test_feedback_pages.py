@@ -19,7 +19,8 @@ from autograder.core.results import GradeResult, Status, load_results, result_pa
 from autograder.engine.shards import failed, summary_table
 from autograder.engine.feedback import course_text, page_record, status_record
 from autograder.engine.pages import Lateness, load_record, render_page, save_record, words
-from autograder.engine.plan import MANUAL, TASK, TEST, assemble, load_plan
+from autograder.engine.cells import same_code
+from autograder.engine.plan import HIDDEN_NOTE, MANUAL, TASK, TEST, assemble, load_plan, strip_hidden_region
 from autograder.instructor.after_grading import publish
 from autograder.instructor.late_policy import (lateness, parse_due, parse_late_policy, save_deadline, save_late_policy,
                                                saved_lateness)
@@ -113,6 +114,34 @@ def test_a_chinese_notebooks_page_is_chinese_from_header_to_cells():
     page = render_page(record, result, automatic=result.score)
     assert html.escape(translate_message("`weights` is not correct.", "zh_CN")) in page
     assert "is not correct" not in page
+
+
+def test_a_chinese_page_shows_its_test_cells_in_chinese_and_never_a_hidden_line():
+    """What a Chinese notebook's page shows of a test cell is the Chinese edition's visible part, the note of the
+    hidden tests where they ran; the English page shows the English one. No hidden line reaches either page."""
+    nb_plan = load_plan(ASSIGNMENT, REPO_ROOT).notebooks[NOTEBOOK]
+    hidden = {c.key: strip_hidden_region(c.source)[1] for c in nb_plan.cells if c.kind == TEST}
+    released = {c.key: c.released for c in nb_plan.cells if c.kind == TEST}
+    assert any(hidden.values()), "the assignment has hidden tests"
+    secret = [line for line in nb_plan.hidden_lines if line not in "\n".join(released.values())]   # not also visible
+    assert secret
+    pages = {edition: graded_record(edition)[0] for edition in ("exercises", "zh/exercises")}
+    translated = 0
+    for edition, record in pages.items():
+        shown = {c["key"]: c["body"] for c in record["cells"] if c["kind"] == TEST}
+        assert shown.keys() == hidden.keys()
+        for key, body in shown.items():
+            assert (HIDDEN_NOTE in body) == hidden[key]
+            assert not any(line in body for line in secret)
+            visible = "\n".join(line for line in body.split("\n") if line.strip() != HIDDEN_NOTE)
+            if edition == "exercises":
+                assert visible == released[key]
+            else:
+                assert same_code(visible, released[key]), f"{key}: the code shown is the test's, comments aside"
+                translated += visible != released[key] and bool(re.search(r"#[^\n]*[\u4e00-\u9fff]", visible))
+        page = render_page(record, GradeResult("张三", ASSIGNMENT, "graded", kind=Status.GRADED), automatic=0.0)
+        assert not any(html.escape(line) in page for line in secret)
+    assert translated == sum(1 for text in released.values() if "#" in text) > 3, "every commented test in Chinese"
 
 
 def test_a_not_graded_page_of_a_chinese_notebook_is_chinese():

@@ -818,11 +818,18 @@ def test_prose_comments_are_messages_and_markers_shapes_and_commented_out_code_a
         comment_text.translate_comments(CODE, {"warm-up": "预热\nimport os"})
 
 
+# A test cell as an instructor writes it: a visible comment, and a hidden region whose comment must never ship.
+TEST_CELL = ("assert keys.shape == (3, 3)  # the grader reads this cell\n"
+             "### BEGIN HIDDEN TESTS\n"
+             "assert keys.sum() == 3  # the secret edge case of the hidden tests\n"
+             "### END HIDDEN TESTS")
+
+
 def _commented_course(root: Path) -> Path:
-    """The mini course with a commented code cell, a test cell with a comment and a bash fence."""
+    """The mini course with a commented code cell, a test cell with a visible and a hidden comment and a bash fence."""
     root = _mini_course(root)
     nb = read_notebook(root / "book" / "ch.ipynb")
-    test = nbformat.v4.new_code_cell("assert keys.shape == (3, 3)  # the grader reads this cell")
+    test = nbformat.v4.new_code_cell(TEST_CELL)
     test.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": 1, "grade_id": "t1",
                                  "schema_version": 3}
     nb.cells[2:2] = [nbformat.v4.new_code_cell(CODE), test,
@@ -837,7 +844,9 @@ def test_comments_are_messages_and_the_chinese_code_differs_in_them_only(tmp_pat
     root = _commented_course(tmp_path)
     path, catalog, held = _updated_catalogue(root, comment_text.COMMENT_CONTEXT)
     assert held == ["creates .venv", "prints it", "a comment, a message of its own", "The keys, one per row.",
-                    "not the end of the code", "warm-up"], "fences first, then cells; never a test cell's"
+                    "not the end of the code", "warm-up", "the grader reads this cell"], \
+        "fences first, then cells; a test cell's visible comment too, never one of its hidden tests"
+    assert "secret edge case" not in path.read_text(encoding="utf-8")
     for message in catalog:
         if message.context == comment_text.COMMENT_CONTEXT:
             message.string = f"中文{len(message.id)}"
@@ -846,12 +855,36 @@ def test_comments_are_messages_and_the_chinese_code_differs_in_them_only(tmp_pat
     english, chinese = read_notebook(root / "book" / "ch.ipynb"), read_notebook(root / "zh" / "book" / "ch.ipynb")
     assert chinese.cells[2].source == CODE.replace("# The keys, one per row.", "# 中文22").replace(
         "# warm-up", "# 中文7").replace("# not the end of the code", "# 中文23")
-    assert chinese.cells[3].source == english.cells[3].source, "a test cell is the grader's: it stays as it is"
+    assert chinese.cells[3].source == TEST_CELL.replace("# the grader reads this cell", "# 中文26"), \
+        "a test cell's visible comment is translated; its hidden region is left as it is"
     assert "make setup   # 中文13\necho \"#1 is not a comment\"  # 中文9\n#!/bin/sh" in chinese.cells[4].source
     assert edition.code_cells_match(root) == [] and edition.stale_outputs(root) == []
     chinese.cells[2].source = chinese.cells[2].source.replace("# 中文7", "x = 1  # 中文7")
     (root / "zh" / "book" / "ch.ipynb").write_text(dumps_normalized(chinese), encoding="utf-8")
     assert edition.code_cells_match(root) == ["zh/book/ch.ipynb: its code cells differ from book/ch.ipynb"]
+
+
+def test_no_comment_of_a_hidden_test_is_a_message_or_reaches_the_chinese_edition():
+    """A test cell's comments are messages of its visible part only: the comments inside the hidden regions of
+    the solutions (read here region by region, apart from the code that extracts them) are in no catalogue and
+    in no Chinese notebook."""
+    import textwrap
+
+    from autograder.course.i18n import comment_text
+    from autograder.engine.plan import TEST, load_notebook_plan
+
+    plans = [load_notebook_plan(path) for path in sorted((ROOT / "solutions").glob("*/*.ipynb"))]
+    visible = {text for plan in plans for c in plan.cells for text in comment_text.comment_texts(c.released)}
+    secret = set()
+    for cell in (c for plan in plans for c in plan.cells if c.kind == TEST):
+        for region in re.findall(r"BEGIN HIDDEN TESTS[^\n]*\n(.*?)\n[^\n]*END HIDDEN TESTS", cell.source, re.S):
+            secret.update(set(comment_text.comments(textwrap.dedent(region))) - visible)
+    assert len(secret) > 20, "the hidden tests have comments of their own"
+    catalogued = {m.id for path in (ROOT / "locales").rglob("*.po") for m in catalogues.read_catalogue(path)}
+    assert not secret & catalogued, sorted(secret & catalogued)
+    cells = [c.source for path in (ROOT / "zh" / "exercises").glob("*/*.ipynb") for c in read_notebook(path).cells]
+    assert not any("BEGIN HIDDEN TESTS" in source for source in cells)
+    assert not secret & {text for source in cells for text in comment_text.comment_texts(source)}
 
 
 def test_the_chinese_chapters_and_exercises_have_chinese_comments_and_the_english_code():

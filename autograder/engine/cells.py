@@ -11,7 +11,9 @@ here, so they agree on what is code. IPython's own transformer is not used, so t
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 
 _MAGIC_LINE = re.compile(r"^(?P<indent>[ \t]*)(?:(?P<target>[A-Za-z_][\w, ]*)=[ \t]*)?(?:%|!)")
 # The longest cell the grader reads as code: far beyond any honest answer, small enough that parsing
@@ -74,3 +76,53 @@ def import_statements(source: str) -> list[str]:
     if isinstance(tree, SyntaxError):
         return []
     return [ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def comment_offsets(source: str) -> list[tuple[int, int]] | None:
+    """The ``(start, end)`` character offsets of the comments of Python code (``#`` included), or None when it
+    does not tokenize (IPython's ``!`` and ``%`` lines, a fragment, a cell longer than :data:`MAX_CELL_CHARS`)."""
+    if len(source) > MAX_CELL_CHARS:
+        return None
+    starts = [0]
+    for line in source.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:          # token columns count characters
+                start = starts[token.start[0] - 1] + token.start[1]
+                found.append((start, start + len(token.string)))
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return None
+    return found
+
+
+def _comments_blanked(source: str) -> str | None:
+    """``source`` with each comment reduced to its ``#`` (what it says taken out), or None when it does not
+    tokenize (:func:`comment_offsets`)."""
+    offsets = comment_offsets(source)
+    if offsets is None:
+        return None
+    out, last = [], 0
+    for start, end in offsets:
+        out += [source[last:start], "#"]
+        last = end
+    return "".join(out) + source[last:]
+
+
+def same_code(source: str, course: str) -> bool:
+    r"""Whether a learner's copy of a course cell is the course's code: equal to it, or differing only in what
+    its comments say (each edition of the course words them in its language), surrounding whitespace aside.
+    A comment added, removed or split, or any other character, makes it differ.
+
+    Example:
+        >>> same_code("assert x == 1  # 形状", "assert x == 1  # the shape
+")
+        True
+        >>> same_code("assert x == 2  # the shape", "assert x == 1  # the shape"), same_code("assert x == 1", "assert x == 1  # the shape")
+        (False, False)
+    """
+    if source.strip() == course.strip():
+        return True
+    mine = _comments_blanked(source.strip())
+    return mine is not None and mine == _comments_blanked(course.strip())

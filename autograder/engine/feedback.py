@@ -33,7 +33,8 @@ from autograder.core.outcomes import CellOutcome
 from autograder.core.results import GradeResult, Status
 from autograder.core.safe_output import safe_mathml
 from autograder.engine.pages import GRADED_PAGE, NOT_GRADED_PAGE, RECORD_FORMAT, render_page
-from autograder.engine.plan import HIDDEN_NOTE, MANUAL, SOLUTION, TASK, TEST, RunCell, strip_hidden_region
+from autograder.engine.plan import (HIDDEN_NOTE, LOCKED, MANUAL, SOLUTION, TASK, TEST, RunCell, edition_view,
+                                    strip_hidden_region)
 from autograder.engine.sandbox import LEARNER_HOME
 from course_runtime.language import ENGLISH
 
@@ -287,6 +288,8 @@ def _cell_record(cell: RunCell, outcome: CellOutcome | None, own: list[dict] | N
         trusted = cell.origin != "yours"
         text = course_text.get(cell.shown, cell.shown) if trusted else scrub_paths(cell.shown, notebook)
         body = _markdown(text, trusted=trusted)
+    elif cell.kind in (TEST, LOCKED) and cell.origin == "course":
+        body = course_text.get(cell.shown, cell.shown)
     else:
         body = cell.shown
     ended = None
@@ -332,7 +335,8 @@ def page_record(*, student: str, assignment: str, notebook: str, cells: list[Run
         attempt: which file was graded, e.g. ``"self_attention-2.ipynb (submitted 2025-03-14 ...)"``.
         other_attempts: the learner's other attempts, not graded.
         language: the notebook's language (``course_runtime.language``), which the page is written in.
-        course_text: the course's Markdown cells in ``language``, by their English text.
+        course_text: the course's Markdown cells, test and locked cells in ``language``, by their English text
+            (:func:`course_text`).
     """
     submitted = submitted if submitted is not None else [None] * len(cells)
     records, tests_ran = [], False
@@ -351,8 +355,10 @@ def page_record(*, student: str, assignment: str, notebook: str, cells: list[Run
 def course_text(assignment: str, notebook: str, language: str, root: Path = REPO_ROOT) -> dict[str, str]:
     """The course's Markdown cells in ``language``, by their English text (the instructor's and the
     released one): the edition's released notebook (``zh/exercises/...``) has the English release's
-    cells in the same order, so they pair one to one. Empty for English, or where the two differ in
-    shape (a release behind its edition)."""
+    cells in the same order, so they pair one to one. Its test and locked cells too, by grade id: what
+    feedback shows of the instructor's cell (hidden tests replaced by a note) in the edition's words
+    (:func:`autograder.engine.plan.edition_view`; a cell whose code differs keeps its English). Empty for
+    English, or where the two differ in shape (a release behind its edition)."""
     if language == ENGLISH:
         return {}
     import json
@@ -374,6 +380,21 @@ def course_text(assignment: str, notebook: str, language: str, root: Path = REPO
             text[_joined(released.get("source"))] = _joined(translated.get("source"))
             if released.get("id") in by_id:
                 text.setdefault(by_id[released.get("id")], _joined(translated.get("source")))
+
+    def course_cells(cells: list[dict]) -> dict[str, tuple[dict, str]]:
+        """The test and locked code cells, by grade id: their nbgrader metadata and source."""
+        found = {}
+        for cell in cells:
+            meta = (cell.get("metadata") or {}).get("nbgrader") or {}
+            if cell.get("cell_type") == "code" and (meta.get("grade") or meta.get("locked")) and not meta.get("solution"):
+                found[str(meta.get("grade_id"))] = (meta, _joined(cell.get("source")))
+        return found
+
+    theirs = course_cells(edition)
+    for key, (meta, instructor) in course_cells(source).items():
+        view = edition_view(instructor, theirs[key][1]) if key in theirs else None
+        if view is not None:
+            text[strip_hidden_region(instructor)[0] if meta.get("grade") else instructor] = view
     return text
 
 

@@ -16,7 +16,9 @@ source notebooks (``solutions/<assignment>/``: solutions, visible and hidden tes
   what a learner runs to see their work in action; the grader skips them (and the learner's edits
   of them), so no test may depend on a name they define.
 
-Every such repair is reported as a note in the feedback.
+Every such repair is reported as a note in the feedback. A test or locked cell whose code is the released
+one is not a repair, whatever its comments say (the Chinese edition words them in Chinese); feedback shows a
+Chinese notebook the Chinese edition's visible part of it (:func:`edition_view`).
 
 A learner's own check (``validate``) may have no instructor's notebooks at hand (a clone without
 ``solutions/``, or Colab, where only the installed package exists). :func:`load_released_plan` then
@@ -37,6 +39,7 @@ from pathlib import Path
 
 from autograder.core.files import CODE_STUB, TEXT_STUB
 from autograder.core.files import NotebookError, read_notebook
+from autograder.engine.cells import same_code
 
 TEST, SOLUTION, MANUAL, TASK, LOCKED, FREE = "test", "solution", "manual", "task", "locked", "free"
 DEMO = "demo"  # a course cell without nbgrader metadata, tagged "demo": learners run it, the grader skips it
@@ -64,6 +67,21 @@ def _without_ref(source: str) -> str:
     return _INSTALL_REF.sub("git+REPOSITORY@REF", source)
 
 
+def _marked_lines(source: str, begin: str = HIDDEN_BEGIN, end: str = HIDDEN_END):
+    """Each line of a cell's source with where it lies: ``"open"`` (it opens a hidden-test region),
+    ``"close"``, ``"inside"`` a region or ``"outside"`` (visible). A region left open runs to the end."""
+    inside = False
+    for line in source.split("\n"):
+        if begin in line:
+            inside = True
+            yield line, "open"
+        elif end in line:
+            inside = False
+            yield line, "close"
+        else:
+            yield line, "inside" if inside else "outside"
+
+
 def strip_hidden_region(source: str, begin: str = HIDDEN_BEGIN, end: str = HIDDEN_END,
                         note: str | None = HIDDEN_NOTE) -> tuple[str, bool]:
     """Replace each hidden-test region of a cell's source with ``note`` (or drop it, for ``None``).
@@ -79,30 +97,42 @@ def strip_hidden_region(source: str, begin: str = HIDDEN_BEGIN, end: str = HIDDE
         open runs to the end of the cell.
     """
     kept: list[str] = []
-    inside = removed = False
-    for line in source.split("\n"):
-        if begin in line:
-            inside = removed = True
+    removed = False
+    for line, where in _marked_lines(source, begin, end):
+        if where == "open":
+            removed = True
             if note is not None:
                 kept.append(line[: len(line) - len(line.lstrip())] + note)
-        elif end in line:
-            inside = False
-        elif not inside:
+        elif where == "outside":
             kept.append(line)
     return "\n".join(kept), removed
 
 
 def hidden_lines(source: str) -> list[str]:
     """The lines inside the hidden-test regions of ``source``, stripped, that are worth redacting."""
-    lines, inside = [], False
-    for line in source.split("\n"):
-        if HIDDEN_BEGIN in line:
-            inside = True
-        elif HIDDEN_END in line:
-            inside = False
-        elif inside and len(line.strip()) >= 8:
-            lines.append(line.strip())
-    return lines
+    return [line.strip() for line, where in _marked_lines(source) if where == "inside" and len(line.strip()) >= 8]
+
+
+def edition_view(source: str, copy: str) -> str | None:
+    """A test or locked cell as feedback shows it in another edition: the instructor's ``source`` with each
+    hidden-test region replaced by :data:`HIDDEN_NOTE` and its visible lines taken from ``copy``, the cell as
+    that edition released it (its comments in the edition's language).
+
+    Returns:
+        The cell to show, or None when ``copy`` is not the visible part of ``source`` line for line with
+        the same code (:func:`autograder.engine.cells.same_code`): an edition behind the instructor's notebook.
+    """
+    visible = [line for line, where in _marked_lines(source) if where == "outside"]
+    theirs = copy.split("\n")
+    if len(visible) != len(theirs) or not same_code(copy, "\n".join(visible)):
+        return None
+    lines, shown = iter(theirs), []
+    for line, where in _marked_lines(source):
+        if where == "outside":
+            shown.append(next(lines))
+        elif where == "open":
+            shown.append(line[: len(line) - len(line.lstrip())] + HIDDEN_NOTE)
+    return "\n".join(shown)
 
 
 def clear_solution(source: str, cell_type: str) -> str:
@@ -549,7 +579,9 @@ class _LearnerCells:
 
     def _read_graded_cell(self, cell, key: str) -> None:
         """The first copy of the course cell ``key``: an answer is kept if the cell kept its type; a
-        changed course cell is noted (the original runs)."""
+        changed course cell is noted (the original runs either way). A test or locked cell whose code is the
+        released one is unchanged whatever its comments say (:func:`autograder.engine.cells.same_code`): the
+        Chinese edition words them in Chinese."""
         self.seen.add(key)
         self.matched += 1
         self.anchor = key
@@ -560,8 +592,7 @@ class _LearnerCells:
             else:
                 self.notes.append(f"Your cell `{key}` was changed from {expected.cell_type} to "
                                   f"{cell.get('cell_type')}; the blank released cell was graded instead.")
-        elif (cell.get("cell_type") != expected.cell_type
-              or cell.get("source", "").strip() != expected.released.strip()):
+        elif cell.get("cell_type") != expected.cell_type or not same_code(cell.get("source", ""), expected.released):
             self.notes.append(f"The course cell `{key}` was changed in your notebook; the original was used.")
 
 

@@ -8,11 +8,11 @@ the translation in the same place, and no other character of the code changes.
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 
 from autograder.core.files import read_notebook
+from autograder.engine.cells import comment_offsets
+from autograder.engine.plan import HIDDEN_BEGIN, HIDDEN_END
 from autograder.course.i18n.extract import FENCE, Page, blocks, needs_translation, page_texts
 from autograder.course.notebooks import SETUP_CELL_MARKERS
 
@@ -70,28 +70,6 @@ def is_prose(text: str) -> bool:
     return not _CODE_SIGNS.search(body) or re.search(r"\b[A-Za-z]+ [A-Za-z]+ [A-Za-z]+\b", body) is not None
 
 
-def _line_starts(source: str) -> list[int]:
-    starts = [0]
-    for line in source.split("\n"):
-        starts.append(starts[-1] + len(line) + 1)
-    return starts
-
-
-def _python_comments(source: str) -> list[tuple[int, int]] | None:
-    """The ``(start, end)`` offsets of the comments (``#`` included) of Python code, or None when it does
-    not tokenize (IPython's ``!`` and ``%`` lines, a fragment)."""
-    starts = _line_starts(source)
-    found = []
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type == tokenize.COMMENT:          # token columns count characters
-                start = starts[token.start[0] - 1] + token.start[1]
-                found.append((start, start + len(token.string)))
-    except (tokenize.TokenError, SyntaxError):
-        return None
-    return found
-
-
 def _shell_comments(source: str) -> list[tuple[int, int]]:
     """The ``(start, end)`` offsets of the comments of shell lines: a ``#`` at the start of a word,
     outside quotes."""
@@ -110,13 +88,31 @@ def _shell_comments(source: str) -> list[tuple[int, int]]:
     return found
 
 
+def _hidden_spans(source: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` offsets of the hidden-test regions of a cell, markers included (a region left
+    open runs to the end)."""
+    spans, offset, start = [], 0, None
+    for line in source.split("\n"):
+        if HIDDEN_BEGIN in line and start is None:
+            start = offset
+        elif HIDDEN_END in line and start is not None:
+            spans.append((start, offset + len(line)))
+            start = None
+        offset += len(line) + 1
+    return spans + ([(start, len(source))] if start is not None else [])
+
+
 def _comment_spans(source: str, shell: bool = False) -> list[tuple[int, int]]:
     """Where the text of each comment lies: ``(start, end)`` after its ``#`` signs and the spaces that
-    follow them, to the end of its line (trailing spaces excluded)."""
+    follow them, to the end of its line (trailing spaces excluded). Comments inside a hidden-test region
+    (``### BEGIN HIDDEN TESTS`` to ``### END HIDDEN TESTS``) are none: they are never read, extracted or
+    translated, so no catalogue that ships can hold them."""
     spans = []
-    whole = (None if shell else _python_comments(source)) or []
-    if not whole and (shell or _python_comments(source) is None):
+    whole = (None if shell else comment_offsets(source)) or []
+    if not whole and (shell or comment_offsets(source) is None):
         whole = _shell_comments(source)
+    hidden = _hidden_spans(source)
+    whole = [(s, e) for s, e in whole if not any(h_start <= s < h_end for h_start, h_end in hidden)]
     for start, end in whole:
         token = source[start:end].rstrip()
         body = len(token) - len(token.lstrip("#").lstrip())
@@ -191,12 +187,11 @@ def translate_fence(block: str, table: dict[str, str]) -> str:
 
 
 def _translatable(cell) -> bool:
-    """Whether a cell's comments are translated: a code cell that is not a test or locked cell (the grader
-    takes a learner's copy of those that differs from the English as changed, and runs the English one),
-    nor the setup cell (the Chinese edition has its own, :func:`autograder.course.notebooks.setup_cell_source`)."""
-    meta = cell.metadata.get("nbgrader", {})
-    return (cell.cell_type == "code" and not cell.source.lstrip().startswith(SETUP_CELL_MARKERS)
-            and bool(meta.get("solution") or not (meta.get("locked") or meta.get("grade"))))
+    """Whether a cell's comments are translated: a code cell that is not the setup cell (the Chinese edition
+    has its own, :func:`autograder.course.notebooks.setup_cell_source`). Test and locked cells are too, their
+    visible part only: the grader takes a learner's copy whose code is the course's, whatever its comments
+    say, as unchanged (:func:`autograder.engine.cells.same_code`), and runs the instructor's cell anyway."""
+    return cell.cell_type == "code" and not cell.source.lstrip().startswith(SETUP_CELL_MARKERS)
 
 
 def translate_cell(cell, table: dict[str, str]) -> str:
