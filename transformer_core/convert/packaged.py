@@ -24,8 +24,8 @@ package (:func:`importlib.util.find_spec` finds a package without running it).
 Hugging Face ``transformers`` reads the GGUF file (with the ``gguf`` package, plus ``accelerate``)
 and dequantizes every tensor to float32: the model then has 134.5 M ordinary parameters, which
 :func:`~transformer_core.convert.llama_from_hf` copies into the library's model. Loading takes about
-30 s on a free 2-core machine (100 s on a busy one), mostly the dequantization; load once per
-process and reuse the model.
+15 s on a free 2-core machine (40 s on a busy one; 60 s when transformers parses the file three times, as
+it does on its own: see :func:`_gguf_parsed_once`); load once per process and reuse the model.
 
 These helpers live in :mod:`transformer_core.convert` next to the converters they feed: the
 library's tests, the chapters and the graded exercises all reach them the same way, and
@@ -34,7 +34,10 @@ library's tests, the chapters and the graded exercises all reach them the same w
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
+import os
 import pathlib
 
 import torch
@@ -109,7 +112,7 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
             installed (the message gives the pip command).
 
     Example:
-        >>> hf_model, tokenizer = load_smollm2()          # about 30-100 s on a CPU
+        >>> hf_model, tokenizer = load_smollm2()          # about 15-40 s on a CPU
         >>> ids = tokenizer("The capital of France is", return_tensors="pt").input_ids
         >>> tokenizer.decode(hf_model.generate(ids, max_new_tokens=2, do_sample=False)[0, ids.shape[1]:])
         ' Paris.'
@@ -118,10 +121,41 @@ def load_smollm2(dtype: torch.dtype = torch.float32):
     _require_modules(("transformers", "gguf", "accelerate"), SMOLLM2_PIP, "reading SmolLM2's GGUF file")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True,
-                                                 **_dtype_argument(dtype))
+    with _gguf_parsed_once():
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True,
+                                                     **_dtype_argument(dtype))
     return model.eval(), tokenizer
+
+
+@contextlib.contextmanager
+def _gguf_parsed_once():
+    """While loading, ``gguf.GGUFReader`` parses each file once and ``gguf.get_tensor_name_map`` builds each
+    map once.
+
+    transformers 5 opens the GGUF file three times for one model (the tokenizer, the config, the weights),
+    and each ``GGUFReader`` walks every metadata field in Python (SmolLM2's 49,152-word vocabulary and its
+    merges: about 400,000 small reads, 15-25 s each time); it also rebuilds the tensor name map for every
+    sub-module it visits (about 400 times). Both are read-only after they are built, so sharing them changes
+    nothing but the time. transformers imports both names from ``gguf`` inside its functions, at call time,
+    so replacing the module's attributes for the duration of the load reaches it; they are put back after.
+    """
+    import gguf
+
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict = {}
+
+    def shared_reader(path, mode="r"):
+        key = (os.fspath(path), mode)
+        if key not in readers:
+            readers[key] = reader_class(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = shared_reader, functools.lru_cache(maxsize=None)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
 
 
 def minilm_path() -> pathlib.Path:
