@@ -234,12 +234,6 @@ def browser(tmp_path_factory):
     driven.quit()
 
 
-@pytest.fixture(scope="session")
-def visited() -> dict[str, dict]:
-    """What each page check saw: its links, for the link and launch-button tests."""
-    return {}
-
-
 # --- What the browser checks on each page ---------------------------------------------------------
 
 # Waits for MathJax and the widget manager, then reports what the page shows. Arguments: a callback.
@@ -280,6 +274,11 @@ const sleep = ms => new Promise(r => setTimeout(r, ms));
   report.resources = performance.getEntriesByType('resource').map(e => e.name);
   report.title = document.title;
   report.article = (document.querySelector('article, [role=main], main') || {innerText: ''}).innerText.length;
+  // The language switch, once the page's script has shown it (null if it never appears).
+  const shownSwitch = () => { const a = document.querySelector('a.course-language-switch');
+      return a && a.offsetParent !== null ? a.href : null; };
+  for (let i = 0; i < 50 && !shownSwitch(); i++) { await sleep(100); }
+  report.languageSwitch = shownSwitch();
   report.readyState = document.readyState;
   done(report);
 })().catch(e => done({scriptError: String(e && e.stack || e)}));
@@ -345,9 +344,8 @@ def _problems(site: Site, page: str, report: dict) -> list[str]:
     return problems
 
 
-def _check_page(browser, site, visited, page):
+def _check_page(browser, site, page):
     report = _inspect(browser, site, page)
-    visited[page] = report
     problems = _problems(site, page, report)
     assert not problems, f"{page}:\n  " + "\n  ".join(dict.fromkeys(problems))
     return report
@@ -357,30 +355,16 @@ def _check_page(browser, site, visited, page):
 
 
 @pytest.mark.parametrize("stem", TOC_PAGES + EXTRA_PAGES + [ZH + stem for stem in TOC_PAGES + EXTRA_PAGES])
-def test_page_loads_cleanly(browser, site, visited, stem):
-    """No failed request, no console error, nothing from other sites, math typeset, images, widgets, links."""
-    report = _check_page(browser, site, visited, stem + ".html")
+def test_page_loads_cleanly(browser, site, stem):
+    """No failed request, no console error, nothing from other sites, math typeset, images, widgets, links;
+    and a page of the table of contents has a language switch that leads to the same page in the other
+    language (read in the same visit: each page is loaded once)."""
+    report = _check_page(browser, site, stem + ".html")
     if stem.removeprefix(ZH) in TOC_PAGES:
         assert report["article"] > 200, f"{stem}.html shows (almost) no content"
-
-
-def _language_switch_target(browser, url: str) -> str | None:
-    """Where the page's language switch leads, once the page's script has shown it (None if never)."""
-    browser.get(url)
-    for _ in range(50):
-        href = browser.run("const a = document.querySelector('a.course-language-switch');"
-                           "return a && a.offsetParent !== null ? a.href : null;")
-        if href:
-            return href
-        time.sleep(0.1)
-    return None
-
-
-@pytest.mark.parametrize("stem", TOC_PAGES)
-def test_the_language_switch_leads_to_the_same_page_in_the_other_language(browser, site, stem):
-    for page, other in ((stem + ".html", ZH + stem + ".html"), (ZH + stem + ".html", stem + ".html")):
-        href = _language_switch_target(browser, site.url(page))
-        assert href == site.url(other), f"{page}: the language switch leads to {href}, not {site.url(other)}"
+        other = stem.removeprefix(ZH) if stem.startswith(ZH) else ZH + stem
+        assert report["languageSwitch"] == site.url(other + ".html"), (
+            f"{stem}.html: the language switch leads to {report['languageSwitch']}, not {site.url(other + '.html')}")
 
 
 def test_the_chinese_pages_are_chinese(site):
@@ -392,7 +376,7 @@ def test_the_chinese_pages_are_chinese(site):
         assert chinese > len(words) / 10, f"{ZH}{stem}.html has little Chinese text ({chinese} characters)"
 
 
-def test_site_root_redirects_to_the_introduction(browser, site, visited):
+def test_site_root_redirects_to_the_introduction(browser, site):
     browser.console()
     before = len(site.requests)
     browser.get(site.url(""))
@@ -407,7 +391,7 @@ def test_site_root_redirects_to_the_introduction(browser, site, visited):
     assert not failed and not errors, f"loading / : failed requests {failed}, console errors {errors}"
 
 
-def test_every_built_page_loads_cleanly(browser, site, visited):
+def test_every_built_page_loads_cleanly(browser, site):
     """Pages that are not in the table of contents (there should be none besides the indexes) too."""
     pages = sorted(p.relative_to(site.root).as_posix() for p in site.root.rglob("*.html")
                    if not {"_static", "_sources", "_images"} & set(p.relative_to(site.root).parts))
@@ -417,21 +401,19 @@ def test_every_built_page_loads_cleanly(browser, site, visited):
         if page in expected:
             continue
         try:
-            _check_page(browser, site, visited, page)
+            _check_page(browser, site, page)
         except AssertionError as error:
             failures.append(str(error))
     assert not failures, "\n".join(failures)
     assert expected <= set(pages), f"pages missing from the build: {sorted(expected - set(pages))}"
 
 
-def _launch_links(site, visited) -> dict[str, list[str]]:
-    """Colab and Binder links of every visited page (visiting the toc pages first if needed)."""
-    links = collections.defaultdict(list)
-    for page, report in visited.items():
-        for link in report["links"]:
-            if "colab.research.google.com/github/" in link or "mybinder.org/v2/gh/" in link:
-                links[page].append(link)
-    return links
+def _launch_links(site, page: str) -> list[str]:
+    """The Colab and Binder links of a built page, read from its HTML (the theme writes the launch buttons
+    there; no script adds or changes them)."""
+    text = (site.root / page).read_text(encoding="utf-8")
+    return [link for link in (html.unescape(h) for h in re.findall(r'<a\s[^>]*?href="([^"]+)"', text))
+            if "colab.research.google.com/github/" in link or "mybinder.org/v2/gh/" in link]
 
 
 def _notebook_of(link: str) -> tuple[str, str, str]:
@@ -449,11 +431,9 @@ def _notebook_of(link: str) -> tuple[str, str, str]:
     return match.group(1), urllib.parse.unquote(match.group(2)), path
 
 
-def test_colab_links_open_notebooks_of_this_repository(browser, site, visited):
-    for stem in TOC_PAGES:
-        if stem + ".html" not in visited:
-            _check_page(browser, site, visited, stem + ".html")
-    links = _launch_links(site, visited)
+def test_colab_links_open_notebooks_of_this_repository(site):
+    pages = [prefix + stem + ".html" for prefix in ("", ZH) for stem in TOC_PAGES]
+    links = {page: _launch_links(site, page) for page in pages}
     problems = []
     for page, page_links in links.items():
         for link in page_links:
@@ -468,15 +448,13 @@ def test_colab_links_open_notebooks_of_this_repository(browser, site, visited):
             elif _git_ignored(path):
                 problems.append(f"{page}: {link} opens {path}, which git ignores, so it is not on {BRANCH}")
     # Every notebook page, in both languages, has a Colab button that opens that very notebook.
-    for stem in TOC_PAGES + [ZH + stem for stem in TOC_PAGES]:
+    for page in pages:
+        stem = page.removesuffix(".html")
         if (ROOT / (stem + ".ipynb")).is_file():
-            if stem + ".html" not in visited:
-                _check_page(browser, site, visited, stem + ".html")
-                links = _launch_links(site, visited)
-            own = [link for link in links.get(stem + ".html", []) if "colab.research.google.com" in link
+            own = [link for link in links[page] if "colab.research.google.com" in link
                    and _notebook_of(link)[2] == stem + ".ipynb"]
             if not own:
-                problems.append(f"{stem}.html has no Open-in-Colab link to {stem}.ipynb")
+                problems.append(f"{page} has no Open-in-Colab link to {stem}.ipynb")
     assert not problems, "\n".join(problems)
 
 
@@ -613,6 +591,18 @@ def test_chinese_headings_have_the_ids_of_the_english_ones(built_html):
         if missing:
             problems.append(f"{ZH}{stem}.html lacks the English section ids {missing[:5]}")
     assert not problems, "\n".join(problems)
+
+
+def _language_switch_target(browser, url: str) -> str | None:
+    """Where the page's language switch leads, once the page's script has shown it (None if never)."""
+    browser.get(url)
+    for _ in range(50):
+        href = browser.run("const a = document.querySelector('a.course-language-switch');"
+                           "return a && a.offsetParent !== null ? a.href : null;")
+        if href:
+            return href
+        time.sleep(0.1)
+    return None
 
 
 @pytest.mark.parametrize("stem", [s for s in TOC_PAGES if s.startswith("book/0")][:3])
