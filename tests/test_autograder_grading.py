@@ -573,6 +573,46 @@ def test_a_chinese_page_takes_the_course_cells_from_the_root_it_was_graded_with(
     assert "Write a numerically stable softmax" not in page      # the English course cell
 
 
+def test_a_chinese_test_cell_with_chinese_comments_is_the_courses_and_an_edited_one_still_runs_as_written(course, tmp_path):
+    """A Chinese release whose test cell says its comment in Chinese: a learner who left it alone gets no note,
+    full points and the Chinese comment on the page; one who rewrote its check to fail gets the note, and the
+    instructor's cell runs (full points: the answer is right); no hidden line reaches either page."""
+    root = tmp_path / "course"
+    shutil.copytree(course, root)
+    first = "x = torch.tensor([[1.0, 2.0, 3.0]])"
+    for edition in ("solutions", "exercises"):             # the test cell gets a comment the edition translates
+        path = root / edition / ASSIGNMENT / NOTEBOOK
+        path.write_text(path.read_text(encoding="utf-8").replace(first, first + "  # one row"), encoding="utf-8")
+    answers = {c["metadata"]["nbgrader"]["grade_id"]: c["source"] for c in json.loads(
+        (root / "solutions" / ASSIGNMENT / NOTEBOOK).read_text(encoding="utf-8"))["cells"]
+        if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
+    release = json.loads((root / "exercises" / ASSIGNMENT / NOTEBOOK).read_text(encoding="utf-8"))
+    release["metadata"].setdefault("course", {})["language"] = "zh_CN"
+    for cell in release["cells"]:
+        source = "".join(cell["source"])
+        cell["source"] = source.replace("# one row", "# 一行")
+    (root / "zh" / "exercises" / ASSIGNMENT).mkdir(parents=True)
+    (root / "zh" / "exercises" / ASSIGNMENT / NOTEBOOK).write_text(json.dumps(release), encoding="utf-8")
+    for cell in release["cells"]:
+        cell["source"] = answers.get(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id"), cell["source"])
+    edited = json.loads(json.dumps(release))
+    [test] = [c for c in edited["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "test_softmax"]
+    test["source"] = test["source"].split("check_close")[0] + "assert False, '检查改坏了'  # 一行\n"   # fails if it ran
+    for learner, notebook in (("lin", release), ("wu", edited)):
+        (tmp_path / "subs" / learner).mkdir(parents=True)
+        (tmp_path / "subs" / learner / NOTEBOOK).write_text(json.dumps(notebook), encoding="utf-8")
+    results = grade(tmp_path / "subs", ASSIGNMENT, tmp_path / "out", jobs=1, root=root, progress=False,
+                    limits=Limits(cell_timeout=10, notebook_timeout=90, memory_mb=2048))
+    changed = html.escape("你的笔记本改动了课程单元格 `test_softmax`；评分时用的是原来的版本。", quote=False)
+    pages = {}
+    for result in results:
+        assert result.graded and result.score == result.max_score == 3, (result.student, result.status, result.cells)
+        pages[result.student] = (tmp_path / "out" / result.feedback[0]).read_text(encoding="utf-8")
+        assert "hidden-marker" not in pages[result.student]       # the hidden tests' lines, as the fixture marks them
+    assert "# 一行" in pages["lin"] and "# one row" not in pages["lin"] and changed not in pages["lin"]
+    assert changed in pages["wu"] and "检查改坏了" not in pages["wu"], "the page shows the course's test, not the learner's"
+
+
 def test_regrading_one_learner_leaves_the_others_untouched(batch):
     results_dir = batch["out"] / "results"
     before = digest(results_dir)
