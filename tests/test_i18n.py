@@ -593,6 +593,38 @@ def test_a_quoted_chapter_title_carries_no_gloss_and_the_gloss_follows_in_the_te
     assert not reader_checks.term_problems("实现“位置编码”一章中的各种位置编码（positional encoding）方案。", terms)
 
 
+def test_a_first_use_inside_a_glossed_longer_term_of_the_list_is_glossed_and_a_bare_one_is_not():
+    """Issue 29: the first 掩码 of chapter 07 is inside 掩码语言模型（masked language model，MLM）, the first
+    层规范化 of a table inside 前置层规范化（Pre-LN）; pages glossed 掩码 or 层规范化 a second time to pass.
+    A longer term of the list glossed where it stands glosses the term inside it; a bare first use, or one
+    inside a compound the list does not have, still fails."""
+    mask, mlm = {"en": "mask", "zh": "掩码"}, {"en": "masked language model", "zh": "掩码语言模型"}
+    norm, pre_ln = {"en": "layer normalization", "zh": "层规范化"}, {"en": "Pre-LN", "zh": "前置层规范化"}
+    terms = [mask, mlm, norm, pre_ln]
+    assert not reader_checks.term_problems(
+        "BERT 用掩码语言模型（masked language model，MLM）训练，注意力的掩码是布尔张量。\n\n"
+        "| 前置层规范化（Pre-LN） | 先做层规范化 |", terms)
+    assert reader_checks.term_problems("BERT 用掩码语言模型训练，注意力的掩码是布尔张量。", terms) == [
+        "first use of 掩码 without （mask）", "first use of 掩码语言模型 without （masked language model）"]
+    assert reader_checks.term_problems("注意力的掩码是布尔张量。掩码语言模型（masked language model，MLM）……",
+                                       terms) == ["first use of 掩码 without （mask）"]
+    assert reader_checks.term_problems("掩码矩阵（mask matrix）是布尔张量。", terms) == ["first use of 掩码 without （mask）"]
+    assert reader_checks.term_problems("前置层规范化（Pre-LN）与后置层规范化（pre-softmax）。", [norm, pre_ln, {
+        "en": "Post-LN", "zh": "后置层规范化"}]) == ["first use of 后置层规范化 without （Post-LN）"]
+
+
+def test_logits_are_glossed_in_chinese_at_their_first_use_on_a_page():
+    """logits stays English and its first use on a page is glossed logits（未经 softmax 归一化的分数）
+    (terms.yml's ``gloss_as``), in the singular too; a name that only contains the word is no use of it."""
+    logits = {"en": "logits", "zh": "logits", "gloss_as": "未经 softmax 归一化的分数"}
+    assert not reader_checks.term_problems("输出头给出 logit（未经 softmax 归一化的分数）；之后 logits 除以温度。", [logits])
+    assert not reader_checks.term_problems("函数 logits_fn 与 next_logits 是名字，不是用法。", [logits])
+    for wrong in ("输出头给出 logits，之后 logits（未经 softmax 归一化的分数）。", "输出头给出 logits（logits）。",
+                  "输出头给出 logits（未归一化分数）。"):
+        assert reader_checks.term_problems(wrong, [logits]) == [
+            "first use of logits without （未经 softmax 归一化的分数）"], wrong
+
+
 def test_ascii_quotation_marks_around_chinese_are_a_typesetting_mistake():
     """Chapter 09 timed \"分配并填满一个……新张量\" in ASCII quotes; Chinese text is quoted “…”, and English
     or code in ASCII quotes is left alone."""
@@ -631,7 +663,9 @@ def test_terms_that_had_several_forms_have_one():
                              "sentence embedding": "句子嵌入", "token id": "词元 ID", "argmax": "argmax",
                              "beam size": "束宽", "instructor": "老师", "GPU kernel": "核函数",
                              "dimension (axis) of a tensor": "维", "stack (of layers)": "堆叠",
-                             "held-out data": "验证集", "visible tests": "可见测试"}.items():
+                             "held-out data": "验证集", "visible tests": "可见测试", "logits": "logits",
+                             "masked language model": "掩码语言模型", "Pre-LN": "前置层规范化", "RMSNorm": "均方根规范化",
+                             "base (RoPE's θ)": "底数", "matrix multiplication": "矩阵乘法", "autograd": "自动求导"}.items():
         assert chosen.get(english) == chinese, f"terms.yml: {english} should be {chinese}, is {chosen.get(english)}"
     pages = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "zh").rglob("*.ipynb"))
     for avoided in ("本库", "膨胀率", "交错配对", "整个提示在", "可学习的绝对位置", "隐状态", "层归一化", "毕业项目",

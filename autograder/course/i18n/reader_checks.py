@@ -172,10 +172,46 @@ def _headings_removed(prose: str) -> str:
     return re.sub(r"(?m)^\s*#+\s.*$|“[^”\n]*”一章", " ", prose)
 
 
+def _first_use(body: str, chinese: str) -> tuple[int, int] | None:
+    """Where ``chinese`` is first used in ``body``, as ``(start, end)`` (None if nowhere); a term written
+    in Latin letters counts as a whole word, in the singular too (logit as logits)."""
+    if re.search("[\u4e00-\u9fff]", chinese):
+        at = body.find(chinese)
+        return (at, at + len(chinese)) if at >= 0 else None
+    word = re.escape(chinese[:-1]) + "s?" if chinese.endswith("s") else re.escape(chinese)
+    match = re.search(rf"(?<![\w-]){word}(?![\w-])", body)
+    return match.span() if match else None
+
+
+def _glossed_at(body: str, end: int, term: dict) -> bool:
+    """Whether the use of ``term`` that ends at ``end`` in ``body`` is followed by its gloss: the English
+    (its last word) in full-width parentheses, or exactly ``gloss_as`` where the term has one."""
+    gloss = re.match(r"（([^（）]*)）", re.sub(r"^[*_`]+", "", body[end:end + 80]))
+    if not gloss:
+        return False
+    if "gloss_as" in term:
+        return gloss.group(1) == term["gloss_as"]
+    english = term["en"].lower().replace("-", " ")
+    return english.split()[-1].rstrip("s") in gloss.group(1).lower().replace("-", " ")
+
+
+def _glossed_in_a_longer_term(body: str, at: int, term: dict, terms: list[dict]) -> bool:
+    """Whether the use of ``term`` at ``at`` is part of a longer term of the list that is glossed there:
+    掩码 in 掩码语言模型（masked language model，MLM）, 层规范化 in 前置层规范化（Pre-LN）."""
+    for longer in terms:
+        if term["zh"] not in longer["zh"] or longer["zh"] == term["zh"]:
+            continue
+        start = at - longer["zh"].find(term["zh"])
+        if start >= 0 and body.startswith(longer["zh"], start) and _glossed_at(body, start + len(longer["zh"]), longer):
+            return True
+    return False
+
+
 def term_problems(prose: str, terms: list[dict]) -> list[str]:
     """Where a page departs from the term list: a form to avoid, a term's first use (outside
-    headings and quoted chapter titles) without its English in full-width parentheses, or a gloss
-    inside a quoted chapter title (“位置编码（positional encoding）”一章: a title is quoted as it stands).
+    headings and quoted chapter titles) without its gloss in full-width parentheses (its English, or
+    its ``gloss_as``; a first use inside a longer term of the list that is glossed there counts), or a
+    gloss inside a quoted chapter title (“位置编码（positional encoding）”一章: a title is quoted as it stands).
 
     Example:
         >>> term_problems("被掩蔽的位置。词元是模型的输入。", [{"en": "token", "zh": "词元"},
@@ -184,28 +220,26 @@ def term_problems(prose: str, terms: list[dict]) -> list[str]:
     """
     found = [f"a gloss inside a quoted chapter title: {m.group(0)}"
              for m in re.finditer(r"“[^”\n]*（[^（）\u4e00-\u9fff]*）[^”\n]*”一章", prose)]
+    body = _headings_removed(prose)
+    plain = _FULLWIDTH_GLOSS.sub(lambda m: m.group(0) if re.search("[\u4e00-\u9fff]", m.group(0)) else "（）", prose)
     for term in terms:
         for avoided in term.get("avoid", []):
             if avoided in prose:
                 found.append(f'"{avoided}" (write {term["zh"]} for {term["en"]})')
-        plain = _FULLWIDTH_GLOSS.sub(lambda m: m.group(0) if re.search("[\u4e00-\u9fff]", m.group(0)) else "（）", prose)
         for pattern in term.get("avoid_re", []):
             for match in re.finditer(pattern, plain):
                 found.append(f'"{match.group(0).strip()}" (write {term["zh"]} for {term["en"]})')
         if term.get("gloss", True):
-            body = _headings_removed(prose)
-            first = body.find(term["zh"])
-            if first < 0:
+            use = _first_use(body, term["zh"])
+            if use is None:
                 continue
+            first, end = use
             before = body[max(0, first - 12):first]
             if any(before.endswith(alternative.replace(term["zh"], "")) and alternative != term["zh"]
                    for alternative in term.get("first", [])):
                 continue
-            after = re.sub(r"^[*_`]+", "", body[first + len(term["zh"]):first + len(term["zh"]) + 80])
-            gloss = re.match(r"（([^（）]*)）", after)
-            english = term["en"].lower().replace("-", " ")
-            if not gloss or english.split()[-1].rstrip("s") not in gloss.group(1).lower().replace("-", " "):
-                found.append(f"first use of {term['zh']} without （{term['en']}）")
+            if not (_glossed_at(body, end, term) or _glossed_in_a_longer_term(body, first, term, terms)):
+                found.append(f"first use of {term['zh']} without （{term.get('gloss_as', term['en'])}）")
     return found
 
 
