@@ -144,6 +144,29 @@ def test_a_chinese_page_shows_its_test_cells_in_chinese_and_never_a_hidden_line(
     assert translated == sum(1 for text in released.values() if "#" in text) > 3, "every commented test in Chinese"
 
 
+@pytest.mark.parametrize("edition", ["exercises", "zh/exercises"])
+def test_a_course_cell_left_alone_is_labelled_the_courses_in_either_edition(edition):
+    """The setup cell and the imports of a Chinese notebook (its own setup line, Chinese comments) are the
+    course's on its page, as the English ones are on an English page; a cell the learner changed is theirs."""
+    from autograder.engine.grade_one import _course_sources
+
+    nb_plan = load_plan(ASSIGNMENT, REPO_ROOT).notebooks[NOTEBOOK]
+    learner = read_notebook(REPO_ROOT / edition / ASSIGNMENT / f"{NOTEBOOK}.ipynb")
+    imports = next(c for c in learner.cells if c.cell_type == "code" and "import torch" in c.source
+                   and not c.metadata.get("nbgrader"))
+
+    def labels() -> dict[str, str]:
+        assembly = assemble(nb_plan, learner)
+        record = page_record(student="张三", assignment=ASSIGNMENT, notebook=NOTEBOOK, cells=assembly.cells,
+                             outcomes=[None] * len(assembly.cells), scores={}, notes=[], hidden=[],
+                             course_sources=_course_sources(nb_plan, assembly))
+        return {c["key"]: c["whose"] for c in record["cells"] if c["kind"] == "free" and c["type"] == "code"}
+
+    assert labels() and set(labels().values()) == {"course"}, labels()
+    imports.source += "\nimport os"
+    assert labels()[imports.id] == "edited"
+
+
 def test_a_not_graded_page_of_a_chinese_notebook_is_chinese():
     for kind in (Status.UNREADABLE, Status.WRONG_NOTEBOOK, Status.NO_NOTEBOOK, Status.GRADER_FAILED):
         record = status_record(student="李四", assignment=ASSIGNMENT, language="zh_CN",

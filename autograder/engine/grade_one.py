@@ -293,6 +293,15 @@ def _score(result: GradeResult, notebook: str, cells, outcomes: list) -> dict[st
     return scores
 
 
+def _course_sources(nb_plan, assembly) -> dict[str, str]:
+    """Each course cell's source as the page tells a course cell the learner left alone: the instructor's, or the
+    learner's own copy where it is one the course shipped (the Chinese edition's setup cell and comments,
+    :meth:`autograder.engine.plan.NotebookPlan.is_course_source`)."""
+    shipped = {cell.key: cell.source for cell in assembly.cells
+               if cell.key is not None and cell.origin == "yours" and nb_plan.is_course_source(cell.key, cell.source)}
+    return {c.key: shipped.get(c.key, c.source) for c in nb_plan.cells}
+
+
 def _page_record(submission: Submission, assignment: str, name: str, nb_plan, assembly, outcomes: list,
                  scores: dict[str, float | None], notebook, *, language: str, root: Path) -> dict:
     """The record of the feedback page of the assignment's notebook ``name``
@@ -303,7 +312,7 @@ def _page_record(submission: Submission, assignment: str, name: str, nb_plan, as
     return page_record(student=clean_text(submission.learner), assignment=assignment, notebook=name,
                        cells=assembly.cells, outcomes=outcomes, scores=scores, notes=assembly.notes,
                        hidden=nb_plan.hidden_lines, submitted=submitted_outputs(notebook, assembly.cells),
-                       course_sources={c.key: c.source for c in nb_plan.cells}, attempt=submission.described(),
+                       course_sources=_course_sources(nb_plan, assembly), attempt=submission.described(),
                        other_attempts=submission.other_attempts, language=language,
                        course_text=course_text(assignment, name, language, root))
 
