@@ -674,6 +674,29 @@ def test_terms_that_had_several_forms_have_one():
         assert avoided not in pages, f"a Chinese page still says {avoided}"
 
 
+def test_the_english_edition_shows_the_chinese_names_terms_yml_chose():
+    """The English glossary names each term in Chinese, and the chapters do at a term's first use
+    ("self-attention (自注意力)"): issue 29 found 掩码语言建模, logits (未归一化分数), 层归一化, 批归一化,
+    随时间反向传播 and 空洞卷积（膨胀卷积） there after the Chinese edition had settled on other forms. A
+    glossary entry whose English is a term of terms.yml shows exactly its Chinese form (logits with its
+    Chinese gloss), and no English page shows a Chinese form terms.yml avoids."""
+    terms = reader_checks.load_terms(ROOT)["terms"]
+    chosen = {t["en"].lower(): t["zh"] + (f"（{t['gloss_as']}）" if "gloss_as" in t else "") for t in terms}
+    glossary = (ROOT / "book" / "glossary.md").read_text(encoding="utf-8")
+    entries = re.findall(r"(?m)^(\S[^\n]*)\n  \*\*([^*]+)\*\* — ", glossary)
+    assert len(entries) > 100, "the glossary's entries are no longer `term` / `  **中文** — definition`"
+    named = {english: chinese for english, chinese in entries if english.lower() in chosen}
+    assert {"logits", "layer normalization", "Pre-LN", "RMSNorm", "backpropagation through time"} <= set(named)
+    wrong = [f"{english}: {chinese}, terms.yml says {chosen[english.lower()]}"
+             for english, chinese in named.items() if chinese != chosen[english.lower()]]
+    assert not wrong, "\n".join(wrong)
+    avoided = {a: t["zh"] for t in terms for a in t.get("avoid", []) if re.search("[\u4e00-\u9fff]", a)}
+    shown = [f"{page.docname}: {form} (terms.yml: {avoided[form]})"
+             for page in extract.pages(ROOT) for prose in ["\n".join(reader_checks.page_prose(page.path))]
+             for form in avoided if form in prose]
+    assert not shown, "\n".join(shown)
+
+
 def test_runtime_translations_keep_placeholders_and_code():
     """A translation may drop an English-only placeholder ({'s' if n > 1 else ''}), never invent one,
     and keeps the message's inline code."""
