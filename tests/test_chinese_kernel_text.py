@@ -144,7 +144,7 @@ def test_only_a_whole_printed_string_is_translated_and_long_writes_are_not_read(
 
     zh = language.translate_printed
     assert zh("Part A: visible tests passed.", "zh_CN") == "A 部分：可见测试通过。"
-    assert zh(" weights:", "zh_CN") == " 权重形状"                   # the spaces print put there stay
+    assert zh(" weights:", "zh_CN") == " 权重："                     # the spaces print put there stay
     assert zh("best rate: 0.003", "zh_CN") == "最佳学习率：0.003"
     assert zh("Part A: visible tests passed. Really.", "zh_CN") == "Part A: visible tests passed. Really."
     assert zh("Part A: visible tests passed.", "en") == "Part A: visible tests passed."
@@ -211,6 +211,13 @@ def test_every_write_with_words_that_a_chapter_prints_has_a_chinese_translation(
                          if text not in held or runtime_text.PRINT_FLAG not in held[text].flags
                          or not held[text].string or held[text].fuzzy]
     assert len(literals) > 200, "the chapters' print calls were not read"
+    # a write is looked up without the spaces around it: entries that differ only there must agree
+    # (the chapters' "weights:" are values, an exercise's " weights:" a shape: both are 权重：)
+    by_words = {}
+    for text, message in held.items():
+        if runtime_text.PRINT_FLAG in message.flags:
+            by_words.setdefault(text.strip(), set()).add(message.string.strip())
+    assert not {words: said for words, said in by_words.items() if len(said) > 1}
     assert not untranslated, f"{len(untranslated)} printed texts without a Chinese entry:\n" + "\n".join(untranslated[:20])
 
 
