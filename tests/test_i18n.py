@@ -697,6 +697,24 @@ def test_the_english_edition_shows_the_chinese_names_terms_yml_chose():
     assert not shown, "\n".join(shown)
 
 
+def test_no_catalogue_translation_uses_a_chinese_form_terms_yml_avoids():
+    """The pages' prose is checked whole above; what reaches a Chinese learner from a catalogue besides
+    (code comments, docstrings, test messages, figure text, prints, the hidden tests' words) keeps to the
+    same list: none of its translations holds a Chinese form that terms.yml avoids (a form with Han
+    characters: an English one may be code there, as LayerNorm in a print's label is)."""
+    from autograder.course.i18n.hidden_text import hidden_catalogue_path
+
+    terms = reader_checks.load_terms(ROOT)["terms"]
+    avoided = {a: t["zh"] for t in terms for a in t.get("avoid", []) if re.search("[\u4e00-\u9fff]", a)}
+    paths = (sorted((ROOT / "locales" / "zh_CN" / "LC_MESSAGES").rglob("*.po"))
+             + [runtime_text.runtime_catalogue_path(domain, ROOT) for domain in ("messages", "figures")]
+             + [hidden_catalogue_path(ROOT)])
+    found = [f"{path.relative_to(ROOT)}: {form} (terms.yml: {avoided[form]}) in {message.string[:60]!r}"
+             for path in paths for message in catalogues.read_catalogue(path)
+             if message.id and isinstance(message.string, str) for form in avoided if form in message.string]
+    assert not found, "\n".join(found)
+
+
 def test_runtime_translations_keep_placeholders_and_code():
     """A translation may drop an English-only placeholder ({'s' if n > 1 else ''}), never invent one,
     and keeps the message's inline code."""
