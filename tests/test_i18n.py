@@ -613,6 +613,23 @@ def test_a_first_use_inside_a_glossed_longer_term_of_the_list_is_glossed_and_a_b
         "en": "Post-LN", "zh": "后置层规范化"}]) == ["first use of 后置层规范化 without （Post-LN）"]
 
 
+def test_terms_yml_patterns_find_english_and_broad_words_in_prose_only():
+    """The fourth round's patterns: LayerNorm, LN, BatchNorm, autograd and epsilon left in Chinese prose,
+    and 基数 or 下标 where terms.yml chose 底数 (RoPE's base) and 索引; code, math, the first-use
+    parentheses, Pre-LN and the other senses of 基数 and 下标 (a subscript before a formula) pass."""
+    terms = {t["en"]: dict(t, gloss=False) for t in reader_checks.load_terms(ROOT)["terms"]}
+    chosen = [terms[english] for english in ("layer normalization", "batch normalization", "autograd",
+                                             "epsilon (in prose)", "base (RoPE's θ)", "index (of a tensor or a sequence)")]
+    wrong = reader_checks.visible_prose("每个 LayerNorm 都有增益；BatchNorm 依赖批次；用 autograd 检验；epsilon 在根号里；"
+                                        "LN 的输出；RoPE 的基数 $\\theta$；基数 10000；第 3 个下标。")
+    assert [p.split('"')[1] for p in reader_checks.term_problems(wrong, chosen)] == [
+        "LayerNorm", "LN", "BatchNorm", "autograd", "epsilon", "RoPE 的基数", "基数 10000", "下标"]
+    right = reader_checks.visible_prose(
+        "层规范化（LayerNorm，LN）与批量规范化（BatchNorm）；`nn.LayerNorm`、torch.autograd 与 `eps`；"
+        "$\\operatorname{LN}(x)$、$\\epsilon$；Pre-LN 与 Post-LN；自动求导（autograd）；底数 $\\theta$；下标 $i$；基数排序。")
+    assert not reader_checks.term_problems(right, chosen)
+
+
 def test_logits_are_glossed_in_chinese_at_their_first_use_on_a_page():
     """logits stays English and its first use on a page is glossed logits（未经 softmax 归一化的分数）
     (terms.yml's ``gloss_as``), in the singular too; a name that only contains the word is no use of it."""
