@@ -659,6 +659,14 @@ def test_chinese_against_a_latin_word_or_a_number_is_a_typesetting_mistake():
         reader_checks.visible_prose("在{doc}`你自己的 GPT <x>` 中，`x`的形状含 $d$维，见第 1 章。"))
 
 
+def test_a_thin_space_before_percent_in_prose_is_a_typesetting_mistake_and_in_math_is_not():
+    """Chapters 07 and 10 wrote 12\\,% (issue 29): Chinese text has no space before %, and a formula
+    keeps its own spacing."""
+    said = reader_checks.typesetting_problems(reader_checks.visible_prose("占 12\\,%，以及 46 %。"))
+    assert len(said) == 2 and all(p.startswith("a space before %") for p in said), said
+    assert not reader_checks.typesetting_problems(reader_checks.visible_prose("占 12%，即 $12\\,\\%$。"))
+
+
 def test_every_chinese_page_uses_one_form_per_term():
     """locales/zh_CN/terms.yml: one Chinese form per term, the English at its first use."""
     wrong = _reader_problems("terms")

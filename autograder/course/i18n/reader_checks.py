@@ -81,7 +81,7 @@ _TYPESETTING = [
     (re.compile(rf"[\u4e00-\u9fff][ \t]+[\u4e00-\u9fff]"), "a space between Chinese characters"),
     (re.compile(rf"[\u4e00-\u9fff][,;:?!](?=\s|[\u4e00-\u9fff]|$)|[\u4e00-\u9fff]\.(?=\s*[\u4e00-\u9fff]|\s*$)"),
      "ASCII punctuation after a Chinese character (use ，；：？！。)"),
-    (re.compile(r"\d\s+%"), "a space before % (46%)"),
+    (re.compile(r"\d(?:\s+|\\,)%"), "a space before % (46%)"),
     (re.compile(r'"[^"]{0,200}?[\u4e00-\u9fff][^"]{0,200}?"'), "ASCII quotation marks around Chinese (use “”)"),
     (re.compile(r"[“‘]\s|\s[”’]"), "a space inside quotation marks"),
     (re.compile(rf"[\u4e00-\u9fff]\s*->|->\s*[\u4e00-\u9fff]"), "ASCII -> in Chinese text (use →)"),
