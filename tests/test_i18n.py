@@ -1168,13 +1168,16 @@ def test_every_written_question_has_a_chinese_model_answer_and_rubric():
 def test_no_chinese_page_glosses_a_term_twice():
     """A term's English follows it in full-width parentheses at its first use on a page only: 位置编码
     （positional encoding）, then 位置编码 (issue 29: "实现“位置编码（positional encoding）”一章中的各种位置编码
-    （positional encoding）方案"). The glossary, which pairs every term with its English, aside."""
+    （positional encoding）方案"). A gloss in Chinese (logits（未经 softmax 归一化的分数）) is given once too. The
+    glossary, which pairs every term with its English, aside."""
     gloss = re.compile(r"(?<=[\u4e00-\u9fff*”])（([A-Za-z][^（）\u4e00-\u9fff]*?)）")
+    in_chinese = [f"（{t['gloss_as']}）" for t in reader_checks.load_terms(ROOT)["terms"] if "gloss_as" in t]
     repeated = []
     for page in extract.pages(ROOT):
         if page.docname in ("book/glossary", "book/references"):
             continue
         prose = "\n\n".join(reader_checks.page_prose(ROOT / "zh" / page.path.relative_to(ROOT)))
+        repeated += [f"{page.docname}: {text} {prose.count(text)} times" for text in in_chinese if prose.count(text) > 1]
         seen = set()
         for match in gloss.finditer(prose):
             key = re.sub(r"[\s-]+", " ", match.group(1).lower()).strip()
