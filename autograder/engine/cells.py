@@ -116,11 +116,12 @@ def same_code(source: str, course: str) -> bool:
     A comment added, removed or split, or any other character, makes it differ.
 
     Example:
-        >>> same_code("assert x == 1  # 形状", "assert x == 1  # the shape
-")
+        >>> same_code("assert x == 1  # 形状", "assert x == 1  # the shape\n")
         True
-        >>> same_code("assert x == 2  # the shape", "assert x == 1  # the shape"), same_code("assert x == 1", "assert x == 1  # the shape")
-        (False, False)
+        >>> same_code("assert x == 2  # the shape", "assert x == 1  # the shape")
+        False
+        >>> same_code("assert x == 1", "assert x == 1  # the shape")
+        False
     """
     if source.strip() == course.strip():
         return True
