@@ -124,6 +124,26 @@ def test_a_translation_that_drops_markup_is_reported(tmp_path):
     assert "role: missing {term}`mask`" in report and "math: missing" in report
 
 
+def test_bold_that_the_page_would_show_as_asterisks_is_reported(tmp_path):
+    """Issue 29: MyST's CommonMark rules open no bold between a Chinese character and a role or punctuation,
+    so the built page showed ``它改用**`` before a glossary link; the check parses as MyST does, both ways."""
+    found = reader_checks.literal_emphasis
+    assert len(found("它改用**{term}`掩码语言模型 <masked language model>`**目标来训练。")) == 2
+    assert len(found("**当 DDP 不够用时。**DDP 在每个进程中") + found("{term}`**温度** <temperature>`")) == 2
+    assert len(found("x__y__z") + found("一**二")) == 2
+    assert not found("它改用{term}`掩码语言模型 <masked language model>`目标来训练。**当 DDP 不够用时**。DDP 在")
+    assert not found("It trains with the **{term}`masked language model`** objective, **bold**, `a**b` and $x**2$.\n\n"
+                     "```python\ny = x**2\n```")
+    root = _mini_course(tmp_path)
+    edition.update(root)
+    block = "The {term}`mask` decides which keys a query sees: $p = \\operatorname{softmax}(s)$."
+    _translate(root, "book/ch", {block: "**{term}`掩码 <mask>`**决定查询能看到哪些键：$p = \\operatorname{softmax}(s)$。"})
+    report = edition.markup_report("book/ch", root)
+    assert len(report) == 1 and report[0].count("** or __ shown as text") == 2
+    _translate(root, "book/ch", {block: "{term}`掩码 <mask>`决定查询能看到**哪些键**：$p = \\operatorname{softmax}(s)$。"})
+    assert edition.markup_report("book/ch", root) == []
+
+
 def test_the_generated_site_files_reach_back_to_the_shared_ones():
     config = __import__("yaml").safe_load(edition.rendered(ROOT)[ROOT / "zh" / "_config.yml"])
     assert config["sphinx"]["config"]["language"] == "zh_CN"

@@ -21,7 +21,7 @@ from autograder.course.i18n.docstring_text import (DOCSTRING_CONTEXT, solution_d
 from autograder.course.i18n.extract import (COLAB_PATH, LANGUAGE, SITE_DOC, ZH_ROOT, messages, page_texts, pages,
                                             site_messages, written_answers)
 from autograder.course.i18n.hidden_text import hidden_problems, update_hidden
-from autograder.course.i18n.reader_checks import reader_problems
+from autograder.course.i18n.reader_checks import literal_emphasis, reader_problems
 from autograder.course.i18n.runtime_text import (PATTERN_FLAG, PRINT_FLAG, runtime_catalogue_path, runtime_drift,
                                                   runtime_status, update_runtime)
 from autograder.course.i18n.typesetting import MATH_CONTEXT, math_phrases
@@ -333,14 +333,22 @@ def code_cells_match(root: Path = REPO_ROOT) -> list[str]:
 
 
 def markup_report(docname: str, root: Path = REPO_ROOT) -> list[str]:
-    """Translations of one page that lost or changed markup (:func:`markup_problems`), one line each."""
+    """Translations of one page that lost or changed markup (:func:`markup_problems`), and bold markers that
+    either edition's block shows as characters (:func:`literal_emphasis`), one line each."""
     path = catalogue_path(docname, root)
     report = []
     for message in (read_catalogue(path) if path.exists() else []):
-        if message.id and message.string and not message.fuzzy:
-            lost = markup_problems(message.id, message.string)
+        if not message.id:
+            continue
+        first_line = message.id.splitlines()[0][:60]
+        markdown = message.context not in (COMMENT_CONTEXT, DOCSTRING_CONTEXT, MATH_CONTEXT)
+        if markdown:
+            report += [f"{path.relative_to(root)}: the English {first_line!r}...: {problem}"
+                       for problem in literal_emphasis(message.id, root)]
+        if message.string and not message.fuzzy:
+            lost = markup_problems(message.id, message.string) + (literal_emphasis(message.string, root) if markdown
+                                                                  else [])
             if lost:
-                first_line = message.id.splitlines()[0][:60]
                 report.append(f"{path.relative_to(root)}: the translation of {first_line!r}...: {'; '.join(lost)}")
     return report
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -127,6 +128,38 @@ def italic_problems(prose: str) -> list[str]:
         if re.search(r"[\u4e00-\u9fff]", match.group(1) or match.group(2)):
             context = prose[max(0, match.start() - 5):match.end() + 5].replace("\n", " ")
             found.append(f"italics on Chinese characters (use bold or nothing): …{context}…")
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def _myst_parser(root: Path):
+    """The Markdown parser MyST builds the site with, with the extensions ``_config.yml`` enables."""
+    import yaml
+    from markdown_it.renderer import RendererHTML
+    from myst_parser.config.main import MdParserConfig
+    from myst_parser.parsers.mdit import create_md_parser
+
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    extensions = set(config.get("parse", {}).get("myst_enable_extensions") or ())
+    return create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML)
+
+
+def literal_emphasis(markdown: str, root: Path = REPO_ROOT) -> list[str]:
+    """Bold or emphasis markers (``**``, ``__``) that the page shows as characters, one line each: parsed as
+    MyST parses the page (CommonMark's delimiter rules), code and math aside. A ``**`` beside Chinese text
+    on one side and punctuation or a role on the other opens or closes nothing (``它改用**{term}`掩码`**目标``,
+    ``**当 DDP 不够用时。**DDP``); a role shows its text as written, so ``**`` inside one stays too.
+
+    Example:
+        >>> literal_emphasis("它改用**{term}`掩码 <mask>`**目标；**当 DDP 不够用时**。DDP")
+        ['** or __ shown as text: …它改用**…', '** or __ shown as text: …**目标；…']
+    """
+    found = []
+    for token in _myst_parser(root).parse(markdown):
+        for child in token.children or ():
+            text = child.content.split("<")[0] if child.type == "myst_role" else child.content
+            if child.type in ("text", "myst_role") and ("**" in text or "__" in text):
+                found.append(f"** or __ shown as text: …{text[:12] if text.startswith(('**', '__')) else text[-12:]}…")
     return found
 
 
