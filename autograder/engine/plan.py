@@ -17,8 +17,8 @@ source notebooks (``solutions/<assignment>/``: solutions, visible and hidden tes
   of them), so no test may depend on a name they define.
 
 Every such repair is reported as a note in the feedback. A test or locked cell whose code is the released
-one is not a repair, whatever its comments say (the Chinese edition words them in Chinese); feedback shows a
-Chinese notebook the Chinese edition's visible part of it (:func:`edition_view`).
+one is not a repair, whatever its comments and docstrings say (the Chinese edition words them in Chinese);
+feedback shows a Chinese notebook the Chinese edition's visible part of it (:func:`edition_view`).
 
 A learner's own check (``validate``) may have no instructor's notebooks at hand (a clone without
 ``solutions/``, or Colab, where only the installed package exists). :func:`load_released_plan` then
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from autograder.core.files import CODE_STUB, TEXT_STUB
 from autograder.core.files import NotebookError, read_notebook
-from autograder.engine.cells import same_code
+from autograder.engine.cells import line_map, same_code
 
 TEST, SOLUTION, MANUAL, TASK, LOCKED, FREE = "test", "solution", "manual", "task", "locked", "free"
 DEMO = "demo"  # a course cell without nbgrader metadata, tagged "demo": learners run it, the grader skips it
@@ -108,31 +108,50 @@ def strip_hidden_region(source: str, begin: str = HIDDEN_BEGIN, end: str = HIDDE
     return "\n".join(kept), removed
 
 
+def hidden_spans(source: str) -> list[tuple[int, int]]:
+    """The ``(start, end)`` offsets of the hidden-test regions of a cell, markers included (a region left
+    open runs to the end)."""
+    spans, offset, start = [], 0, None
+    for line in source.split("\n"):
+        if HIDDEN_BEGIN in line and start is None:
+            start = offset
+        elif HIDDEN_END in line and start is not None:
+            spans.append((start, offset + len(line)))
+            start = None
+        offset += len(line) + 1
+    return spans + ([(start, len(source))] if start is not None else [])
+
+
 def hidden_lines(source: str) -> list[str]:
     """The lines inside the hidden-test regions of ``source``, stripped, that are worth redacting."""
     return [line.strip() for line, where in _marked_lines(source) if where == "inside" and len(line.strip()) >= 8]
 
 
-def edition_view(source: str, copy: str) -> str | None:
+def edition_view(source: str, copy: str, note: str = HIDDEN_NOTE) -> str | None:
     """A test or locked cell as feedback shows it in another edition: the instructor's ``source`` with each
-    hidden-test region replaced by :data:`HIDDEN_NOTE` and its visible lines taken from ``copy``, the cell as
-    that edition released it (its comments in the edition's language).
+    hidden-test region replaced by ``note`` (:data:`HIDDEN_NOTE` in the edition's language) and its visible lines taken from ``copy``, the cell as
+    that edition released it (its comments and docstrings in the edition's language, a docstring perhaps on
+    more or fewer lines).
 
     Returns:
-        The cell to show, or None when ``copy`` is not the visible part of ``source`` line for line with
-        the same code (:func:`autograder.engine.cells.same_code`): an edition behind the instructor's notebook.
+        The cell to show, or None when ``copy`` is not the visible part of ``source`` with the same code
+        (:func:`autograder.engine.cells.same_code`; an edition behind the instructor's notebook), or a hidden
+        region would fall inside a docstring of it.
     """
     visible = [line for line, where in _marked_lines(source) if where == "outside"]
-    theirs = copy.split("\n")
-    if len(visible) != len(theirs) or not same_code(copy, "\n".join(visible)):
+    rows = line_map("\n".join(visible), copy)
+    if rows is None:
         return None
-    lines, shown = iter(theirs), []
+    theirs, shown, seen, taken = copy.split("\n"), [], 0, 0
     for line, where in _marked_lines(source):
         if where == "outside":
-            shown.append(next(lines))
+            seen += 1
         elif where == "open":
-            shown.append(line[: len(line) - len(line.lstrip())] + HIDDEN_NOTE)
-    return "\n".join(shown)
+            if rows[seen] is None:
+                return None
+            shown += theirs[taken:rows[seen]] + [line[: len(line) - len(line.lstrip())] + note]
+            taken = rows[seen]
+    return "\n".join(shown + theirs[taken:])
 
 
 def clear_solution(source: str, cell_type: str) -> str:
@@ -580,8 +599,8 @@ class _LearnerCells:
     def _read_graded_cell(self, cell, key: str) -> None:
         """The first copy of the course cell ``key``: an answer is kept if the cell kept its type; a
         changed course cell is noted (the original runs either way). A test or locked cell whose code is the
-        released one is unchanged whatever its comments say (:func:`autograder.engine.cells.same_code`): the
-        Chinese edition words them in Chinese."""
+        released one is unchanged whatever its comments and docstrings say
+        (:func:`autograder.engine.cells.same_code`): the Chinese edition words them in Chinese."""
         self.seen.add(key)
         self.matched += 1
         self.anchor = key

@@ -66,9 +66,10 @@ def catalogue_path(docname: str, root: Path = REPO_ROOT) -> Path:
 
 
 def catalogue_template(msgids: list[str], location: str, creation_date=None, *, math: list[str] = (),
-                       docstrings: list[str] = (), comments: list[str] = (), written: list[tuple[str, str]] = ()):
-    """A page's catalogue: its blocks, the phrases of its formulas, the docstrings of its solution cells, the
-    prose comments of its code and the model answers and rubrics of its written questions (``(context,
+                       docstrings: list[str] = (), test_docstrings: list[str] = (), comments: list[str] = (),
+                       written: list[tuple[str, str]] = ()):
+    """A page's catalogue: its blocks, the phrases of its formulas, the docstrings of its solution cells and of
+    its test and locked cells' visible part, the prose comments of its code and the model answers and rubrics of its written questions (``(context,
     English)`` pairs), untranslated."""
     from babel.messages.catalog import Catalog
 
@@ -85,6 +86,10 @@ def catalogue_template(msgids: list[str], location: str, creation_date=None, *, 
     for index, body in enumerate(docstrings, start=1):
         catalog.add(body, locations=[(location, index)], context=DOCSTRING_CONTEXT,
                     auto_comments=["The docstring of a function or class the learner writes, as written between its "
+                                   "quotes: keep each line's indentation, parameter names, shapes and code."])
+    for index, body in enumerate(test_docstrings, start=len(docstrings) + 1):
+        catalog.add(body, locations=[(location, index)], context=DOCSTRING_CONTEXT,
+                    auto_comments=["The docstring of a helper that a visible test defines, as written between its "
                                    "quotes: keep each line's indentation, parameter names, shapes and code."])
     for index, text in enumerate(comments, start=1):
         catalog.add(text, locations=[(location, index)], context=COMMENT_CONTEXT,
@@ -127,7 +132,8 @@ def write_catalogue(catalog, path: Path) -> None:
 def translations(docname: str, root: Path = REPO_ROOT, *, context: str | None = None) -> dict[str, str]:
     """English -> Chinese, for the finished (not fuzzy, not empty) messages of a page: its blocks,
     with ``context=MATH_CONTEXT`` the phrases inside its formulas, with ``context=DOCSTRING_CONTEXT``
-    the docstrings of its solution cells, with ``context=COMMENT_CONTEXT`` the comments of its code."""
+    the docstrings of its solution cells and visible tests, with ``context=COMMENT_CONTEXT`` the comments of
+    its code."""
     path = catalogue_path(docname, root)
     if not path.exists():
         return {}

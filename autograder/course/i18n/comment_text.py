@@ -12,7 +12,7 @@ import re
 
 from autograder.core.files import read_notebook
 from autograder.engine.cells import comment_offsets
-from autograder.engine.plan import HIDDEN_BEGIN, HIDDEN_END
+from autograder.engine.plan import hidden_spans
 from autograder.course.i18n.extract import FENCE, Page, blocks, needs_translation, page_texts
 from autograder.course.notebooks import SETUP_CELL_MARKERS
 
@@ -88,20 +88,6 @@ def _shell_comments(source: str) -> list[tuple[int, int]]:
     return found
 
 
-def _hidden_spans(source: str) -> list[tuple[int, int]]:
-    """The ``(start, end)`` offsets of the hidden-test regions of a cell, markers included (a region left
-    open runs to the end)."""
-    spans, offset, start = [], 0, None
-    for line in source.split("\n"):
-        if HIDDEN_BEGIN in line and start is None:
-            start = offset
-        elif HIDDEN_END in line and start is not None:
-            spans.append((start, offset + len(line)))
-            start = None
-        offset += len(line) + 1
-    return spans + ([(start, len(source))] if start is not None else [])
-
-
 def _comment_spans(source: str, shell: bool = False) -> list[tuple[int, int]]:
     """Where the text of each comment lies: ``(start, end)`` after its ``#`` signs and the spaces that
     follow them, to the end of its line (trailing spaces excluded). Comments inside a hidden-test region
@@ -111,7 +97,7 @@ def _comment_spans(source: str, shell: bool = False) -> list[tuple[int, int]]:
     whole = (None if shell else comment_offsets(source)) or []
     if not whole and (shell or comment_offsets(source) is None):
         whole = _shell_comments(source)
-    hidden = _hidden_spans(source)
+    hidden = hidden_spans(source)
     whole = [(s, e) for s, e in whole if not any(h_start <= s < h_end for h_start, h_end in hidden)]
     for start, end in whole:
         token = source[start:end].rstrip()

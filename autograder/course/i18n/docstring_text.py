@@ -1,58 +1,15 @@
-"""The docstrings of the solutions' code: read, removed and translated without touching the code."""
+"""The docstrings of the notebooks' code (the functions a learner writes, the helpers of the visible tests): read,
+removed and translated without touching the code."""
 
 from __future__ import annotations
 
-import re
-
 from autograder.core.files import read_notebook
 from autograder.course.i18n.extract import Page
-from autograder.engine.cells import parse_cell
+from autograder.engine.cells import docstring_offsets, fits_quotes
+from autograder.engine.plan import hidden_spans
 
 
 DOCSTRING_CONTEXT = "docstring"
-_STRING_LITERAL = re.compile(r"([rRuU]?)(\"\"\"|'''|\"|')(.*)\2", re.DOTALL)
-
-
-def _fits_quotes(body: str, quote: str) -> bool:
-    """Whether ``body`` between ``quote`` and ``quote`` is a literal whose value is ``body``: it holds
-    no backslash, no newline inside one-quote strings, and cannot end the literal early."""
-    if "\\" in body or (len(quote) == 1 and "\n" in body):
-        return False
-    return quote not in body if len(quote) == 1 else quote not in body and not body.endswith(quote[0])
-
-
-def _docstring_spans(source: str) -> list[tuple[int, int, str]]:
-    """Where the docstrings of the functions and classes of a code cell lie: ``(start, end, quote)``
-    with the offsets in ``source`` of each one's text between its quotes (prefix and quotes
-    excluded), in order. A docstring written as several literals or with escapes is left out."""
-    import ast
-
-    tree = parse_cell(source)
-    if isinstance(tree, SyntaxError):
-        return []
-    lines = source.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
-
-    def offset(lineno: int, col: int) -> int:          # ast columns count UTF-8 bytes
-        return starts[lineno - 1] + len(lines[lineno - 1].encode("utf-8")[:col].decode("utf-8"))
-
-    spans = []
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not node.body:
-            continue
-        first = node.body[0]
-        if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-                and isinstance(first.value.value, str)):
-            continue
-        start = offset(first.value.lineno, first.value.col_offset)
-        end = offset(first.value.end_lineno, first.value.end_col_offset)
-        literal = _STRING_LITERAL.fullmatch(source[start:end])
-        if literal and _fits_quotes(literal.group(3), literal.group(2)):
-            inner = start + len(literal.group(1)) + len(literal.group(2))
-            spans.append((inner, inner + len(literal.group(3)), literal.group(2)))
-    return sorted(spans)
 
 
 def docstrings(source: str) -> list[str]:
@@ -63,13 +20,13 @@ def docstrings(source: str) -> list[str]:
         >>> docstrings("def f(x):\n    '''Double x.\n\n    Args:\n        x: a tensor.\n    '''\n    return 2 * x")
         ['Double x.\n\n    Args:\n        x: a tensor.\n    ']
     """
-    return [source[start:end] for start, end, _ in _docstring_spans(source)]
+    return [source[start:end] for start, end, _ in docstring_offsets(source)]
 
 
 def _replace_docstrings(source: str, replace) -> str:
     """``source`` with each docstring's text replaced by ``replace(text, quote)``."""
     out, last = [], 0
-    for start, end, quote in _docstring_spans(source):
+    for start, end, quote in docstring_offsets(source):
         out += [source[last:start], replace(source[start:end], quote)]
         last = end
     return "".join(out) + source[last:]
@@ -91,7 +48,7 @@ def translate_docstrings(source: str, table: dict[str, str]) -> str:
     """
     def swap(body: str, quote: str) -> str:
         chinese = table.get(body, body)
-        if chinese != body and not _fits_quotes(chinese, quote):
+        if chinese != body and not fits_quotes(chinese, quote):
             raise ValueError(f"the translation of the docstring {body.splitlines()[0][:60]!r} would change the "
                              f"code: it holds {quote} or a backslash, or ends with {quote[0]}; fix its msgstr")
         return chinese
@@ -109,3 +66,21 @@ def solution_docstrings(page: Page) -> list[str]:
             for body in docstrings(cell.source):
                 found.setdefault(body, None)
     return list(found)
+
+
+def test_docstrings(page: Page) -> list[str]:
+    """The distinct docstrings of the visible part of a notebook's test and locked cells (the helpers a test
+    defines, which a learner reads) that no solution cell has, in order; never one inside a hidden-test region
+    (``### BEGIN HIDDEN TESTS`` to ``### END HIDDEN TESTS``), so no catalogue that ships holds one."""
+    if not page.is_notebook:
+        return []
+    found: dict[str, None] = {}
+    for cell in read_notebook(page.path).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and not meta.get("solution") and (meta.get("grade") or meta.get("locked")):
+            hidden = hidden_spans(cell.source)
+            for start, end, _ in docstring_offsets(cell.source):
+                if not any(h_start <= start < h_end for h_start, h_end in hidden):
+                    found.setdefault(cell.source[start:end], None)
+    solutions = set(solution_docstrings(page))
+    return [body for body in found if body not in solutions]

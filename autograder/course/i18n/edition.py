@@ -16,8 +16,8 @@ from autograder.core.repository import colab_url
 from autograder.course.i18n.catalogues import (catalogue_path, catalogue_template, markup_problems, read_catalogue,
                                                translate_text, translations, write_catalogue)
 from autograder.course.i18n.comment_text import COMMENT_CONTEXT, page_comments, translate_cell, without_comments
-from autograder.course.i18n.docstring_text import (DOCSTRING_CONTEXT, solution_docstrings, translate_docstrings,
-                                                   without_docstrings)
+from autograder.course.i18n.docstring_text import (DOCSTRING_CONTEXT, solution_docstrings, test_docstrings,
+                                                   translate_docstrings, without_docstrings)
 from autograder.course.i18n.extract import (COLAB_PATH, LANGUAGE, SITE_DOC, ZH_ROOT, messages, page_texts, pages,
                                             site_messages, written_answers)
 from autograder.course.i18n.hidden_text import hidden_problems, update_hidden
@@ -36,12 +36,13 @@ def update(root: Path = REPO_ROOT) -> dict[str, dict[str, int]]:
     """
     documents = {page.docname: (messages(page_texts(page)), page.path.relative_to(root).as_posix(),
                                 math_phrases("\n\n".join(page_texts(page))), solution_docstrings(page),
-                                page_comments(page), written_answers(page, root))
+                                test_docstrings(page), page_comments(page), written_answers(page, root))
                  for page in pages(root)}
-    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [], [], [])
-    for docname, (msgids, location, math, docs, comments, written) in documents.items():
+    documents[SITE_DOC] = (site_messages(root), "_config.yml + _toc.yml", [], [], [], [], [])
+    for docname, (msgids, location, math, docs, helpers, comments, written) in documents.items():
         path = catalogue_path(docname, root)
-        extra = {"math": math, "docstrings": docs, "comments": comments, "written": written}
+        extra = {"math": math, "docstrings": docs, "test_docstrings": helpers, "comments": comments,
+                 "written": written}
         if path.exists():
             catalog = read_catalogue(path)
             catalog.update(catalogue_template(msgids, location, catalog.creation_date, **extra),
@@ -80,7 +81,8 @@ def _zh_links(text: str, root: Path) -> str:
 def rendered(root: Path = REPO_ROOT) -> dict[Path, str]:
     """Every file of the Chinese book (under ``zh/``) and its content, from the English pages and the
     catalogues: markdown translated block by block (untranslated blocks stay English), code copied
-    with the docstrings of the learner's functions and classes and the comments translated."""
+    with the docstrings (the learner's functions and classes, the visible tests' helpers) and the comments
+    translated."""
     files = {}
     for page in pages(root):
         table = translations(page.docname, root)
