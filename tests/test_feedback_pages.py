@@ -25,7 +25,7 @@ from autograder.instructor.after_grading import publish
 from autograder.instructor.late_policy import (lateness, parse_due, parse_late_policy, save_deadline, save_late_policy,
                                                saved_lateness)
 from autograder.instructor.manual import ManualScore
-from course_runtime.language import notebook_language, translate_message
+from course_runtime.language import notebook_language, translate, translate_message
 
 ASSIGNMENT = "02-self-attention"
 NOTEBOOK = "self_attention"
@@ -118,7 +118,8 @@ def test_a_chinese_notebooks_page_is_chinese_from_header_to_cells():
 
 def test_a_chinese_page_shows_its_test_cells_in_chinese_and_never_a_hidden_line():
     """What a Chinese notebook's page shows of a test cell is the Chinese edition's visible part, the note of the
-    hidden tests where they ran; the English page shows the English one. No hidden line reaches either page."""
+    hidden tests where they ran, in Chinese (issue 29: a reader saw the English note on a Chinese page); the English
+    page shows the English one. No hidden line reaches either page."""
     nb_plan = load_plan(ASSIGNMENT, REPO_ROOT).notebooks[NOTEBOOK]
     hidden = {c.key: strip_hidden_region(c.source)[1] for c in nb_plan.cells if c.kind == TEST}
     released = {c.key: c.released for c in nb_plan.cells if c.kind == TEST}
@@ -126,14 +127,16 @@ def test_a_chinese_page_shows_its_test_cells_in_chinese_and_never_a_hidden_line(
     secret = [line for line in nb_plan.hidden_lines if line not in "\n".join(released.values())]   # not also visible
     assert secret
     pages = {edition: graded_record(edition)[0] for edition in ("exercises", "zh/exercises")}
+    notes = {"exercises": HIDDEN_NOTE, "zh/exercises": translate(HIDDEN_NOTE, "messages", "zh_CN")}
+    assert re.fullmatch(r"# [^A-Za-z]*[\u4e00-\u9fff][^A-Za-z]*", notes["zh/exercises"]), notes["zh/exercises"]
     translated = 0
     for edition, record in pages.items():
         shown = {c["key"]: c["body"] for c in record["cells"] if c["kind"] == TEST}
         assert shown.keys() == hidden.keys()
         for key, body in shown.items():
-            assert (HIDDEN_NOTE in body) == hidden[key]
+            assert (notes[edition] in body) == hidden[key] and (edition == "exercises" or HIDDEN_NOTE not in body)
             assert not any(line in body for line in secret)
-            visible = "\n".join(line for line in body.split("\n") if line.strip() != HIDDEN_NOTE)
+            visible = "\n".join(line for line in body.split("\n") if line.strip() != notes[edition])
             if edition == "exercises":
                 assert visible == released[key]
             else:

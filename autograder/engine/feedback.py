@@ -36,7 +36,7 @@ from autograder.engine.pages import GRADED_PAGE, NOT_GRADED_PAGE, RECORD_FORMAT,
 from autograder.engine.plan import (HIDDEN_NOTE, LOCKED, MANUAL, SOLUTION, TASK, TEST, RunCell, edition_view,
                                     strip_hidden_region)
 from autograder.engine.sandbox import LEARNER_HOME
-from course_runtime.language import ENGLISH
+from course_runtime.language import ENGLISH, translate
 
 __all__ = ["HIDDEN_NOTE", "page_record", "redact", "render_feedback", "scrub_paths", "status_record",
            "strip_hidden_region", "submitted_outputs"]
@@ -356,8 +356,9 @@ def course_text(assignment: str, notebook: str, language: str, root: Path = REPO
     """The course's Markdown cells in ``language``, by their English text (the instructor's and the
     released one): the edition's released notebook (``zh/exercises/...``) has the English release's
     cells in the same order, so they pair one to one. Its test and locked cells too, by grade id: what
-    feedback shows of the instructor's cell (hidden tests replaced by a note) in the edition's words
-    (:func:`autograder.engine.plan.edition_view`; a cell whose code differs keeps its English). Empty for
+    feedback shows of the instructor's cell (each hidden region replaced by :data:`HIDDEN_NOTE` in ``language``)
+    in the edition's words (:func:`autograder.engine.plan.edition_view`; a cell whose code differs keeps its
+    English, its note too). Empty for
     English, or where the two differ in shape (a release behind its edition)."""
     if language == ENGLISH:
         return {}
@@ -390,9 +391,9 @@ def course_text(assignment: str, notebook: str, language: str, root: Path = REPO
                 found[str(meta.get("grade_id"))] = (meta, _joined(cell.get("source")))
         return found
 
-    theirs = course_cells(edition)
+    theirs, note = course_cells(edition), translate(HIDDEN_NOTE, "messages", language)
     for key, (meta, instructor) in course_cells(source).items():
-        view = edition_view(instructor, theirs[key][1]) if key in theirs else None
+        view = edition_view(instructor, theirs[key][1], note) if key in theirs else None
         if view is not None:
             text[strip_hidden_region(instructor)[0] if meta.get("grade") else instructor] = view
     return text

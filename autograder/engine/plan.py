@@ -129,9 +129,13 @@ def hidden_lines(source: str) -> list[str]:
 
 def edition_view(source: str, copy: str, note: str = HIDDEN_NOTE) -> str | None:
     """A test or locked cell as feedback shows it in another edition: the instructor's ``source`` with each
-    hidden-test region replaced by ``note`` (:data:`HIDDEN_NOTE` in the edition's language) and its visible lines taken from ``copy``, the cell as
+    hidden-test region replaced by :data:`HIDDEN_NOTE` and its visible lines taken from ``copy``, the cell as
     that edition released it (its comments and docstrings in the edition's language, a docstring perhaps on
     more or fewer lines).
+
+    Args:
+        note: the line in place of each hidden region, indented like its opening marker: :data:`HIDDEN_NOTE`
+            in the edition's language.
 
     Returns:
         The cell to show, or None when ``copy`` is not the visible part of ``source`` with the same code

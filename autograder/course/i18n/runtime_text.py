@@ -513,7 +513,7 @@ LEARNER_TEXT = {
     "autograder/core/outcomes.py": ("Verdict",),
     "autograder/engine/referee.py": ("_written_words", "AuthorsWords"),
     "autograder/engine/policy.py": ("_ALLOWED_TEXT", "Violation", "_Checker", "judge_cells", "enforce"),
-    "autograder/engine/plan.py": ("assemble", "_LearnerCells", "_planned_cell"),
+    "autograder/engine/plan.py": ("assemble", "_LearnerCells", "_planned_cell", "HIDDEN_NOTE"),
     "course_runtime/errors.py": None,
     "autograder/engine/pages.py": ("_TEXT",),
     "autograder/engine/grade_one.py": ("_wrong_notebook", "_not_submitted", "run_notebook", "_read_submitted"),
