@@ -132,7 +132,7 @@ def test_bold_that_the_page_would_show_as_asterisks_is_reported(tmp_path):
     assert len(found("**当 DDP 不够用时。**DDP 在每个进程中") + found("{term}`**温度** <temperature>`")) == 2
     assert len(found("x__y__z") + found("一**二")) == 2
     assert not found("它改用{term}`掩码语言模型 <masked language model>`目标来训练。**当 DDP 不够用时**。DDP 在")
-    assert not found("It trains with the **{term}`masked language model`** objective, **bold**, `a**b` and $x**2$.\n\n"
+    assert not found("It trains with the **{term}`masked language model`** objective, **bold**, `a**b`, {math}`a**b` and $x**2$.\n\n"
                      "```python\ny = x**2\n```")
     root = _mini_course(tmp_path)
     edition.update(root)

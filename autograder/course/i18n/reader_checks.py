@@ -148,7 +148,8 @@ def literal_emphasis(markdown: str, root: Path = REPO_ROOT) -> list[str]:
     """Bold or emphasis markers (``**``, ``__``) that the page shows as characters, one line each: parsed as
     MyST parses the page (CommonMark's delimiter rules), code and math aside. A ``**`` beside Chinese text
     on one side and punctuation or a role on the other opens or closes nothing (``它改用**{term}`掩码`**目标``,
-    ``**当 DDP 不够用时。**DDP``); a role shows its text as written, so ``**`` inside one stays too.
+    ``**当 DDP 不够用时。**DDP``); a role other than ``{math}`` shows its text as written, so ``**`` inside
+    one stays too.
 
     Example:
         >>> literal_emphasis("它改用**{term}`掩码 <mask>`**目标；**当 DDP 不够用时**。DDP")
@@ -157,9 +158,11 @@ def literal_emphasis(markdown: str, root: Path = REPO_ROOT) -> list[str]:
     found = []
     for token in _myst_parser(root).parse(markdown):
         for child in token.children or ():
-            text = child.content.split("<")[0] if child.type == "myst_role" else child.content
-            if child.type in ("text", "myst_role") and ("**" in text or "__" in text):
-                found.append(f"** or __ shown as text: …{text[:12] if text.startswith(('**', '__')) else text[-12:]}…")
+            role = child.type == "myst_role" and child.meta.get("name") != "math"    # {math} is TeX
+            text = child.content.split("<")[0] if role else child.content
+            at = min((text.find(marker) for marker in ("**", "__") if marker in text), default=-1)
+            if (child.type == "text" or role) and at >= 0:
+                found.append(f"** or __ shown as text: …{text[max(0, at - 6):at + 8]}…")
     return found
 
 
