@@ -572,8 +572,11 @@ def _reader_problems(kind: str) -> list[str]:
     if kind == "english":
         return [p for p in problems if ": English left: " in p]
     if kind == "terms":
-        return [p for p in problems if '" (write ' in p or ": first use of " in p]
-    return [p for p in problems if ": English left: " not in p and '" (write ' not in p and ": first use of " not in p]
+        return [p for p in problems if any(what in p for what in _TERM_PROBLEMS)]
+    return [p for p in problems if ": English left: " not in p and not any(what in p for what in _TERM_PROBLEMS)]
+
+
+_TERM_PROBLEMS = ('" (write ', ": first use of ", ": glossed again: ")
 
 
 def test_no_english_sentence_is_left_on_a_chinese_page():
@@ -660,6 +663,56 @@ def test_logits_are_glossed_in_chinese_at_their_first_use_on_a_page():
                   "输出头给出 logits（未归一化分数）。"):
         assert reader_checks.term_problems(wrong, [logits]) == [
             "first use of logits without （未经 softmax 归一化的分数）"], wrong
+
+
+def _book_with_glosses(root: Path, chapters: dict[str, str], exercise: str) -> Path:
+    """A course of the given Chinese chapters (``book/...``: text, in table-of-contents order after the
+    intro), one exercise and a glossary, with a term list of 词元, 掩码, 因果掩码 and 编码器 (gloss: false)."""
+    order = list(chapters)
+    root.mkdir()
+    pages = dict(chapters, **{"exercises/01-a/a": exercise, "book/glossary": "词元（token）：模型读入的单位。"})
+    toc = {"format": "jb-book", "root": order[0], "parts": [
+        {"caption": "Chapters", "chapters": [{"file": name} for name in order[1:]]},
+        {"caption": "Exercises", "chapters": [{"file": "exercises/01-a/a"}]},
+        {"caption": "Reference", "chapters": [{"file": "book/glossary"}]}]}
+    yaml = __import__("yaml")
+    (root / "_toc.yml").write_text(yaml.safe_dump(toc), encoding="utf-8")
+    terms = {"terms": [{"en": "token", "zh": "词元"}, {"en": "mask", "zh": "掩码"},
+                       {"en": "causal mask", "zh": "因果掩码"}, {"en": "encoder", "zh": "编码器", "gloss": False}]}
+    (root / reader_checks.TERMS_FILE).parent.mkdir(parents=True)
+    (root / reader_checks.TERMS_FILE).write_text(yaml.safe_dump(terms, allow_unicode=True), encoding="utf-8")
+    for name, text in pages.items():
+        for path in (root / f"{name}.md", root / "zh" / f"{name}.md"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"# 标题\n\n{text}\n", encoding="utf-8")
+    return root
+
+
+def test_the_book_glosses_a_term_once_in_toc_order_and_an_exercise_once_on_its_own(tmp_path):
+    """Issue 29 (fourth reader): 词元（token） was glossed on every page, ten times in the book. As in d2l,
+    a term's English follows its first use in the book's chapters, read in the table of contents' order;
+    a later chapter uses the Chinese alone, and a page glosses a term once (chapter 09 glossed
+    编码器-解码器 twice). An exercise, opened on its own, glosses at its own first use; the glossary
+    pairs every term with its English. A term that need not be glossed (gloss: false) is glossed once
+    all the same, wherever that is."""
+    def term_problems(chapters, exercise):
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        found = reader_checks.reader_problems(_book_with_glosses(root, chapters, exercise))
+        return [p.split(": ", 1)[1] for p in found if any(what in p for what in _TERM_PROBLEMS)]
+
+    right = {"book/intro": "模型读入词元（token）。",
+             "book/01-a": "每个词元一个向量；因果掩码（causal mask）挡住后面的词元，编码器（encoder）不用它。",
+             "book/02-b": "因果掩码和掩码都不再注英文；编码器也一样。"}
+    assert term_problems(right, "把词元（token）送入因果掩码（causal mask）之前，先看编码器。") == []
+    assert term_problems({"book/intro": "模型读入词元（token）。", "book/01-a": "每个词元（token）一个向量；因果掩码（causal mask）。",
+                          "book/02-b": "掩码（mask）和因果掩码，编码器（encoder），编码器（encoder）。"}, "把词元送入模型。") == [
+        "glossed again: …每个词元（token）, book/intro glossed it first",
+        "glossed again: …掩码（mask）, book/01-a glossed it first",
+        "glossed again: …），编码器（encoder）, once is enough",
+        "first use of 词元 without （token）"]
+    swapped = {"book/intro": right["book/intro"], "book/02-b": right["book/02-b"], "book/01-a": right["book/01-a"]}
+    assert term_problems(swapped, "把词元（token）送入模型。") == [
+        "first use of 掩码 without （mask）", "first use of 因果掩码 without （causal mask）"], "02-b comes first now"
 
 
 def test_ascii_quotation_marks_around_chinese_are_a_typesetting_mistake():

@@ -208,52 +208,79 @@ def _headings_removed(prose: str) -> str:
     return re.sub(r"(?m)^\s*#+\s.*$|“[^”\n]*”一章", " ", prose)
 
 
-def _first_use(body: str, chinese: str) -> tuple[int, int] | None:
-    """Where ``chinese`` is first used in ``body``, as ``(start, end)`` (None if nowhere); a term written
-    in Latin letters counts as a whole word, in the singular too (logit as logits)."""
+def _uses(body: str, chinese: str) -> list[tuple[int, int]]:
+    """Where ``chinese`` is used in ``body``, as ``(start, end)`` spans in order; a term written in Latin
+    letters counts as a whole word, in the singular too (logit as logits)."""
     if re.search("[\u4e00-\u9fff]", chinese):
-        at = body.find(chinese)
-        return (at, at + len(chinese)) if at >= 0 else None
+        return [(m.start(), m.end()) for m in re.finditer(re.escape(chinese), body)]
     word = re.escape(chinese[:-1]) + "s?" if chinese.endswith("s") else re.escape(chinese)
-    match = re.search(rf"(?<![\w-]){word}(?![\w-])", body)
-    return match.span() if match else None
+    return [m.span() for m in re.finditer(rf"(?<![\w-]){word}(?![\w-])", body)]
 
 
-def _glossed_at(body: str, end: int, term: dict) -> bool:
+def _glossed_at(body: str, end: int, term: dict, *, exactly: bool = False) -> bool:
     """Whether the use of ``term`` that ends at ``end`` in ``body`` is followed by its gloss: the English
-    (its last word) in full-width parentheses, or exactly ``gloss_as`` where the term has one."""
+    (its last word; ``exactly``: the whole English, an abbreviation after a comma aside) in full-width
+    parentheses, or exactly ``gloss_as`` where the term has one. 分类词元（classification token） glosses
+    词元 only where exactness is not asked."""
     gloss = re.match(r"（([^（）]*)）", re.sub(r"^[*_`]+", "", body[end:end + 80]))
     if not gloss:
         return False
     if "gloss_as" in term:
         return gloss.group(1) == term["gloss_as"]
-    english = term["en"].lower().replace("-", " ")
-    return english.split()[-1].rstrip("s") in gloss.group(1).lower().replace("-", " ")
+    if re.search("[\u4e00-\u9fff]", gloss.group(1)):
+        return False
+    english, given = (re.sub(r"[\s-]+", " ", text.lower()).strip() for text in (term["en"], gloss.group(1)))
+    if exactly:
+        return re.split(r"[，,]", given)[0].strip().rstrip("s") == english.rstrip("s")
+    return english.split()[-1].rstrip("s") in given
 
 
-def _glossed_in_a_longer_term(body: str, at: int, term: dict, terms: list[dict]) -> bool:
-    """Whether the use of ``term`` at ``at`` is part of a longer term of the list that is glossed there:
-    掩码 in 掩码语言模型（masked language model，MLM）, 层规范化 in 前置层规范化（Pre-LN）."""
+def _longer_terms_at(body: str, at: int, term: dict, terms: list[dict]) -> list[tuple[dict, int]]:
+    """The longer terms of the list that the use of ``term`` at ``at`` is part of, each with where it
+    ends: 掩码 in 因果掩码 or 掩码语言模型, 层规范化 in 前置层规范化."""
+    found = []
     for longer in terms:
         if term["zh"] not in longer["zh"] or longer["zh"] == term["zh"]:
             continue
         start = at - longer["zh"].find(term["zh"])
-        if start >= 0 and body.startswith(longer["zh"], start) and _glossed_at(body, start + len(longer["zh"]), longer):
-            return True
-    return False
+        if start >= 0 and body.startswith(longer["zh"], start):
+            found.append((longer, start + len(longer["zh"])))
+    return found
 
 
-def term_problems(prose: str, terms: list[dict]) -> list[str]:
-    """Where a page departs from the term list: a form to avoid, a term's first use (outside
-    headings and quoted chapter titles) without its gloss in full-width parentheses (its English, or
-    its ``gloss_as``; a first use inside a longer term of the list that is glossed there counts), or a
-    gloss inside a quoted chapter title (“位置编码（positional encoding）”一章: a title is quoted as it stands).
+def _glossed(body: str, span: tuple[int, int], term: dict, terms: list[dict]) -> bool:
+    """Whether the use of ``term`` at ``span`` is glossed: by its own gloss, or, inside a longer term of
+    the list, by the longer term's (掩码 in 掩码语言模型（masked language model，MLM）)."""
+    longer = _longer_terms_at(body, span[0], term, terms)
+    return any(_glossed_at(body, stop, other) for other, stop in longer) if longer else _glossed_at(body, span[1], term)
+
+
+def glossed_terms(prose: str, terms: list[dict]) -> list[dict]:
+    """The terms of ``terms`` that ``prose`` glosses in body text (outside headings and quoted chapter titles)."""
+    body = _headings_removed(prose)
+    return [term for term in terms if any(_glossed(body, span, term, terms) for span in _uses(body, term["zh"]))]
+
+
+def term_problems(prose: str, terms: list[dict], glossed_before: dict[str, str] | None = None) -> list[str]:
+    """Where a page departs from the term list: a form to avoid, a term glossed at a use after its first
+    (a gloss is given once: on a page, and in the book, where ``glossed_before`` maps the English of each
+    term the book used on an earlier page to that page), a term's first use (outside headings and quoted
+    chapter titles) without its gloss in full-width parentheses (its English, or its ``gloss_as``; a first
+    use inside a longer term of the list that is glossed there counts) unless ``glossed_before`` has it,
+    or a gloss inside a quoted chapter title (“位置编码（positional encoding）”一章: a title is quoted as it stands).
+    A term with ``gloss: false`` need not be glossed, and is glossed at most once all the same.
 
     Example:
-        >>> term_problems("被掩蔽的位置。词元是模型的输入。", [{"en": "token", "zh": "词元"},
+        >>> token = {"en": "token", "zh": "词元"}
+        >>> term_problems("被掩蔽的位置。词元是模型的输入。", [token,
         ...                {"en": "masked", "zh": "被掩码", "avoid": ["被掩蔽"], "gloss": False}])
         ['first use of 词元 without （token）', '"被掩蔽" (write 被掩码 for masked)']
+        >>> term_problems("词元（token）是模型的输入，每个词元（token）一个向量。", [token])
+        ['glossed again: …每个词元（token）, once is enough']
+        >>> term_problems("每个词元（token）一个向量。", [token], {"token": "book/intro"})
+        ['glossed again: …每个词元（token）, book/intro glossed it first']
     """
+    glossed_before = glossed_before or {}
     found = [f"a gloss inside a quoted chapter title: {m.group(0)}"
              for m in re.finditer(r"“[^”\n]*（[^（）\u4e00-\u9fff]*）[^”\n]*”一章", prose)]
     body = _headings_removed(prose)
@@ -265,24 +292,33 @@ def term_problems(prose: str, terms: list[dict]) -> list[str]:
         for pattern in term.get("avoid_re", []):
             for match in re.finditer(pattern, plain):
                 found.append(f'"{match.group(0).strip()}" (write {term["zh"]} for {term["en"]})')
-        if term.get("gloss", True):
-            use = _first_use(body, term["zh"])
-            if use is None:
-                continue
-            first, end = use
-            before = body[max(0, first - 12):first]
-            if any(before.endswith(alternative.replace(term["zh"], "")) and alternative != term["zh"]
-                   for alternative in term.get("first", [])):
-                continue
-            if not (_glossed_at(body, end, term) or _glossed_in_a_longer_term(body, first, term, terms)):
-                found.append(f"first use of {term['zh']} without （{term.get('gloss_as', term['en'])}）")
+        earlier = glossed_before.get(term["en"])
+        uses = _uses(body, term["zh"])
+        own = [(start, end) for start, end in uses                     # a use inside a longer term is the longer one's
+               if not _longer_terms_at(body, start, term, terms) and _glossed_at(body, end, term, exactly=True)]
+        for start, end in own[0 if earlier else 1:]:
+            where = f"{earlier} glossed it first" if earlier else "once is enough"
+            context = body[max(0, start - 2):body.index("）", end) + 1].replace("\n", " ").strip()
+            found.append(f"glossed again: …{context}, {where}")
+        if earlier or not term.get("gloss", True) or not uses:
+            continue
+        first, end = uses[0]
+        before = body[max(0, first - 12):first]
+        if any(before.endswith(alternative.replace(term["zh"], "")) and alternative != term["zh"]
+               for alternative in term.get("first", [])):
+            continue
+        if not _glossed(body, uses[0], term, terms):
+            found.append(f"first use of {term['zh']} without （{term.get('gloss_as', term['en'])}）")
     return found
 
 
 def reader_problems(root: Path = REPO_ROOT) -> list[str]:
     """English sentences, typesetting mistakes and departures from the term list on the pages of
-    ``zh/`` (the bibliography's English titles excepted), one line each."""
+    ``zh/`` (the bibliography's English titles excepted), one line each. The book's chapters (the intro
+    and ``book/NN-*``, in the table of contents' order) gloss a term at its first use in the book only,
+    as d2l does; an exercise, which a learner opens on its own, at its first use in the exercise."""
     terms = load_terms(root)
+    glossed_before: dict[str, str] = {}
     found = []
     for page in pages(root):
         path = root / ZH_ROOT / page.path.relative_to(root)
@@ -293,7 +329,11 @@ def reader_problems(root: Path = REPO_ROOT) -> list[str]:
         found += [f"{where}: English left: {run!r}" for run in english_runs(prose, terms["keep"])]
         found += [f"{where}: {problem}" for problem in typesetting_problems(prose)]
         found += [f"{where}: {problem}" for problem in parenthesis_problems(prose)]
-        # The glossary gives every term's English on the line above its entry: no parentheses needed.
-        listed = [dict(t, gloss=False) for t in terms["terms"]] if page.docname == "book/glossary" else terms["terms"]
-        found += [f"{where}: {problem}" for problem in term_problems(prose, listed)]
+        if page.docname == "book/glossary":
+            continue            # it gives every term's English on the line above its entry
+        chapter = page.docname.startswith("book/")
+        found += [f"{where}: {problem}" for problem in term_problems(prose, terms["terms"], glossed_before if chapter else None)]
+        if chapter:
+            glossed_before.update((t["en"], page.docname) for t in glossed_terms(prose, terms["terms"])
+                                  if t["en"] not in glossed_before)
     return found
