@@ -603,7 +603,7 @@ def test_a_chinese_test_cell_with_chinese_comments_is_the_courses_and_an_edited_
         (tmp_path / "subs" / learner / NOTEBOOK).write_text(json.dumps(notebook), encoding="utf-8")
     results = grade(tmp_path / "subs", ASSIGNMENT, tmp_path / "out", jobs=1, root=root, progress=False,
                     limits=Limits(cell_timeout=10, notebook_timeout=90, memory_mb=2048))
-    changed = html.escape("你的笔记本改动了课程单元格 `test_softmax`；评分时用的是原来的版本。", quote=False)
+    changed = html.escape("你的笔记本改动了课程单元格 `test_softmax`；批改时用的是原来的版本。", quote=False)
     pages = {}
     for result in results:
         assert result.graded and result.score == result.max_score == 3, (result.student, result.status, result.cells)

@@ -449,7 +449,7 @@ def test_publishing_renders_pages_from_their_records_whatever_the_folder_held(tm
     merged = publish(tmp_path, None)
     assert merged.pages == 1
     text = (tmp_path / page).read_text(encoding="utf-8")
-    assert "stale" not in text and "论证清楚" in text and "老师的评分" in text and "迟交" in text
+    assert "stale" not in text and "论证清楚" in text and "老师的批改" in text and "迟交" in text
     fresh = render_page(load_record(tmp_path, page), merged.results[0], automatic=result.score,
                         manual=merged.scores_by[(result.learner, ASSIGNMENT)],
                         late=lateness(None, None)(merged.results[0]))
