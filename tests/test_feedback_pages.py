@@ -148,6 +148,30 @@ def test_a_chinese_page_shows_its_test_cells_in_chinese_and_never_a_hidden_line(
 
 
 @pytest.mark.parametrize("edition", ["exercises", "zh/exercises"])
+def test_nbgraders_own_feedback_notes_the_hidden_tests_in_the_notebooks_language(edition):
+    """The same note where an instructor runs nbgrader's ``generate_feedback`` (``HideHiddenTests``): a Chinese
+    notebook's in Chinese, an English one's in English; nothing of the hidden region is left."""
+    import copy
+
+    from autograder.course.nbgrader_config import HideHiddenTests
+
+    nb_plan = load_plan(ASSIGNMENT, REPO_ROOT).notebooks[NOTEBOOK]
+    graded = copy.deepcopy(read_notebook(REPO_ROOT / edition / ASSIGNMENT / f"{NOTEBOOK}.ipynb"))
+    instructor = {c.key: c.source for c in nb_plan.cells if c.kind == TEST}
+    tests = [cell for cell in graded.cells if (cell.metadata.get("nbgrader") or {}).get("grade_id") in instructor]
+    for cell in tests:                                     # nbgrader's autograded copy holds the hidden tests
+        cell.source = instructor[cell.metadata["nbgrader"]["grade_id"]]
+    shown, _ = HideHiddenTests().preprocess(graded, {})
+    note = HIDDEN_NOTE if edition == "exercises" else translate(HIDDEN_NOTE, "messages", "zh_CN")
+    assert note != HIDDEN_NOTE or edition == "exercises"
+    sources = "\n".join(cell.source for cell in shown.cells if any(cell is test for test in tests))
+    assert sources.count(note) == sum(strip_hidden_region(s)[1] for s in instructor.values()) > 0
+    visible = "\n".join(strip_hidden_region(source)[0] for source in instructor.values())
+    assert not any(line in sources for line in nb_plan.hidden_lines if line not in visible)
+    assert edition == "exercises" or HIDDEN_NOTE not in sources
+
+
+@pytest.mark.parametrize("edition", ["exercises", "zh/exercises"])
 def test_a_course_cell_left_alone_is_labelled_the_courses_in_either_edition(edition):
     """The setup cell and the imports of a Chinese notebook (its own setup line, Chinese comments) are the
     course's on its page, as the English ones are on an English page; a cell the learner changed is theirs."""

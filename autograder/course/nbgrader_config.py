@@ -44,7 +44,8 @@ from traitlets.config import Config
 
 from autograder.core.files import CODE_STUB, TEXT_STUB
 from autograder.core.limits import EXECUTE_TIMEOUT_S
-from autograder.engine.plan import strip_hidden_region
+from autograder.engine.plan import HIDDEN_NOTE, strip_hidden_region
+from course_runtime.language import notebook_language, translate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 COURSE_ID = "transformer-core-mechanisms"
@@ -112,20 +113,27 @@ def course_config(root: Path | str = REPO_ROOT, *, source: str = "solutions", re
 
 
 class HideHiddenTests(Preprocessor):
-    """nbconvert preprocessor: remove hidden tests and their tracebacks from nbgrader's feedback."""
+    """nbconvert preprocessor: remove hidden tests and their tracebacks from nbgrader's feedback, each hidden
+    region replaced by :data:`autograder.engine.plan.HIDDEN_NOTE` in the notebook's language."""
 
     enabled = Bool(True, help="Whether to hide hidden tests").tag(config=True)
 
     # nbgrader spells these "delimeter"; the same names keep one config key for both preprocessors.
     begin_test_delimeter = Unicode("BEGIN HIDDEN TESTS", help="Opens a hidden region").tag(config=True)
     end_test_delimeter = Unicode("END HIDDEN TESTS", help="Closes a hidden region").tag(config=True)
+    _note = HIDDEN_NOTE              # what a hidden region leaves, in the language of the notebook being read
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        """Every cell of ``nb``, its hidden regions' note in ``nb``'s language (``metadata.course.language``)."""
+        self._note = translate(HIDDEN_NOTE, "messages", notebook_language(nb))
+        return super().preprocess(nb, resources)
 
     def preprocess_cell(self, cell: NotebookNode, resources: dict, index: int) -> tuple[NotebookNode, dict]:
         """Strip the hidden region of one cell and shorten its error tracebacks."""
         if cell.cell_type != "code":
             return cell, resources
         cell.source, removed = strip_hidden_region(cell.source, self.begin_test_delimeter,
-                                                   self.end_test_delimeter)
+                                                   self.end_test_delimeter, self._note)
         if removed:
             for output in cell.get("outputs", []):
                 if output.get("output_type") == "error":
