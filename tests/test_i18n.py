@@ -665,19 +665,20 @@ def test_logits_are_glossed_in_chinese_at_their_first_use_on_a_page():
             "first use of logits without （未经 softmax 归一化的分数）"], wrong
 
 
-def _book_with_glosses(root: Path, chapters: dict[str, str], exercise: str) -> Path:
+def _book_with_glosses(root: Path, chapters: dict[str, str], exercise: str,
+                       glossary: str = "词元（token）：模型读入的单位。掩码（mask）。") -> Path:
     """A course of the given Chinese chapters (``book/...``: text, in table-of-contents order after the
-    intro), one exercise and a glossary, with a term list of 词元, 掩码, 因果掩码 and 编码器 (gloss: false)."""
+    intro), one exercise and a glossary, with a term list of 词元 (not 令牌), 掩码, 因果掩码 and 编码器 (gloss: false)."""
     order = list(chapters)
     root.mkdir()
-    pages = dict(chapters, **{"exercises/01-a/a": exercise, "book/glossary": "词元（token）：模型读入的单位。"})
+    pages = dict(chapters, **{"exercises/01-a/a": exercise, "book/glossary": glossary})
     toc = {"format": "jb-book", "root": order[0], "parts": [
         {"caption": "Chapters", "chapters": [{"file": name} for name in order[1:]]},
         {"caption": "Exercises", "chapters": [{"file": "exercises/01-a/a"}]},
         {"caption": "Reference", "chapters": [{"file": "book/glossary"}]}]}
     yaml = __import__("yaml")
     (root / "_toc.yml").write_text(yaml.safe_dump(toc), encoding="utf-8")
-    terms = {"terms": [{"en": "token", "zh": "词元"}, {"en": "mask", "zh": "掩码"},
+    terms = {"terms": [{"en": "token", "zh": "词元", "avoid": ["令牌"]}, {"en": "mask", "zh": "掩码"},
                        {"en": "causal mask", "zh": "因果掩码"}, {"en": "encoder", "zh": "编码器", "gloss": False}]}
     (root / reader_checks.TERMS_FILE).parent.mkdir(parents=True)
     (root / reader_checks.TERMS_FILE).write_text(yaml.safe_dump(terms, allow_unicode=True), encoding="utf-8")
@@ -695,9 +696,9 @@ def test_the_book_glosses_a_term_once_in_toc_order_and_an_exercise_once_on_its_o
     编码器-解码器 twice). An exercise, opened on its own, glosses at its own first use; the glossary
     pairs every term with its English. A term that need not be glossed (gloss: false) is glossed once
     all the same, wherever that is."""
-    def term_problems(chapters, exercise):
+    def term_problems(chapters, exercise, *glossary):
         root = tmp_path / str(len(list(tmp_path.iterdir())))
-        found = reader_checks.reader_problems(_book_with_glosses(root, chapters, exercise))
+        found = reader_checks.reader_problems(_book_with_glosses(root, chapters, exercise, *glossary))
         return [p.split(": ", 1)[1] for p in found if any(what in p for what in _TERM_PROBLEMS)]
 
     right = {"book/intro": "模型读入词元（token）。",
@@ -713,6 +714,8 @@ def test_the_book_glosses_a_term_once_in_toc_order_and_an_exercise_once_on_its_o
     swapped = {"book/intro": right["book/intro"], "book/02-b": right["book/02-b"], "book/01-a": right["book/01-a"]}
     assert term_problems(swapped, "把词元（token）送入模型。") == [
         "first use of 掩码 without （mask）", "first use of 因果掩码 without （causal mask）"], "02-b comes first now"
+    assert term_problems(right, "把词元（token）送入模型。", "词元（token），旧称令牌（token）。") == [
+        '"令牌" (write 词元 for token)'], "the glossary repeats every English, and keeps to the forms all the same"
 
 
 def test_ascii_quotation_marks_around_chinese_are_a_typesetting_mistake():

@@ -261,14 +261,16 @@ def glossed_terms(prose: str, terms: list[dict]) -> list[dict]:
     return [term for term in terms if any(_glossed(body, span, term, terms) for span in _uses(body, term["zh"]))]
 
 
-def term_problems(prose: str, terms: list[dict], glossed_before: dict[str, str] | None = None) -> list[str]:
+def term_problems(prose: str, terms: list[dict], glossed_before: dict[str, str] | None = None, *,
+                  glosses: bool = True) -> list[str]:
     """Where a page departs from the term list: a form to avoid, a term glossed at a use after its first
     (a gloss is given once: on a page, and in the book, where ``glossed_before`` maps the English of each
-    term the book used on an earlier page to that page), a term's first use (outside headings and quoted
+    term the book glossed on an earlier page to that page), a term's first use (outside headings and quoted
     chapter titles) without its gloss in full-width parentheses (its English, or its ``gloss_as``; a first
     use inside a longer term of the list that is glossed there counts) unless ``glossed_before`` has it,
     or a gloss inside a quoted chapter title (“位置编码（positional encoding）”一章: a title is quoted as it stands).
-    A term with ``gloss: false`` need not be glossed, and is glossed at most once all the same.
+    A term with ``gloss: false`` need not be glossed, and is glossed at most once all the same. Without
+    ``glosses`` (the glossary, which pairs every term with its English) only the forms to avoid are checked.
 
     Example:
         >>> token = {"en": "token", "zh": "词元"}
@@ -292,6 +294,8 @@ def term_problems(prose: str, terms: list[dict], glossed_before: dict[str, str] 
         for pattern in term.get("avoid_re", []):
             for match in re.finditer(pattern, plain):
                 found.append(f'"{match.group(0).strip()}" (write {term["zh"]} for {term["en"]})')
+        if not glosses:
+            continue
         earlier = glossed_before.get(term["en"])
         uses = _uses(body, term["zh"])
         own = [(start, end) for start, end in uses                     # a use inside a longer term is the longer one's
@@ -329,10 +333,10 @@ def reader_problems(root: Path = REPO_ROOT) -> list[str]:
         found += [f"{where}: English left: {run!r}" for run in english_runs(prose, terms["keep"])]
         found += [f"{where}: {problem}" for problem in typesetting_problems(prose)]
         found += [f"{where}: {problem}" for problem in parenthesis_problems(prose)]
-        if page.docname == "book/glossary":
-            continue            # it gives every term's English on the line above its entry
-        chapter = page.docname.startswith("book/")
-        found += [f"{where}: {problem}" for problem in term_problems(prose, terms["terms"], glossed_before if chapter else None)]
+        glossary = page.docname == "book/glossary"      # every term with its English, on the line above
+        chapter = page.docname.startswith("book/") and not glossary
+        found += [f"{where}: {problem}" for problem in
+                  term_problems(prose, terms["terms"], glossed_before if chapter else None, glosses=not glossary)]
         if chapter:
             glossed_before.update((t["en"], page.docname) for t in glossed_terms(prose, terms["terms"])
                                   if t["en"] not in glossed_before)
