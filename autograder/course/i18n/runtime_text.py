@@ -31,11 +31,13 @@ _FIGURE_KEYWORDS = {"label", "title", "xlabel", "ylabel", "description", "toolti
 _COPIES = ("list", "tuple", "sorted", "reversed")
 # Calls that name a slider after each keyword (``interact(f, temperature=(0.1, 2.0))``).
 _SLIDER_CALLS = {"interact", "interactive", "interact_manual"}
-_MESSAGE_KEYWORDS = {"hint", "mistakes"}
-# The checks of ``course_runtime.testing`` that name the value they check in their message
-# (``check_close(..., name="the parameters after 3 steps")`` -> "`the parameters after 3 steps` has the
-# wrong values: ..."): a label that is a phrase is translated where the message shows it.
-_LABELLED_CHECKS = {"check_close", "check_shape", "check_tensor", "check_answer"}
+_MESSAGE_KEYWORDS = {"hint", "mistakes", "reason"}      # reason: what forbid_shortcuts' refusal advises
+# The checks of ``course_runtime.testing`` that name the value they check in their message, and the keyword
+# that names it (``check_close(..., name="the parameters after 3 steps")`` -> "`the parameters after 3 steps`
+# has the wrong values: ...", ``explain_errors(..., call="MiniLM loaded with ...")`` -> "MiniLM loaded with
+# ... raised ..."): a label that is a phrase is translated where the message shows it.
+_LABELLED_CHECKS = {"check_close": "name", "check_shape": "name", "check_tensor": "name", "check_answer": "name",
+                    "explain_errors": "call"}
 # Figure strings that the code computes rather than writes (plot_curves labels a curve by its history
 # key, ``train_loss`` -> ``train loss``; a title's f-string chooses between "with" and "without").
 _COMPUTED_FIGURE_STRINGS = [("train loss", False), ("val loss", False), ("with", False), ("without", False)]
@@ -86,20 +88,21 @@ def _formatted_literal(value: "ast.AST") -> str | None:
 
 class _Program:
     """The code cells of one page read together, enough to follow a string through names to where it is
-    shown: what each name is bound to (assignments, ``+=``, ``append`` and ``extend``, ``for`` targets
-    over literal lists, dicts, ``.items()``, ``zip`` and ``enumerate``, the values a function returns,
-    a function's parameters at its calls). So figure text kept in a variable is found where it is drawn
+    shown: what each name is bound to (assignments, ``+=``, ``append``, ``insert`` and ``extend``, ``for``
+    targets over literal lists, dicts, ``.items()``, ``zip`` and ``enumerate``, an entry stored in a dict
+    (``mistakes[hint] = wrong``), the values a function returns, a function's parameters at its calls, the
+    ``*parts`` a decorator is given among them). So figure text kept in a variable is found where it is drawn
     (``for label in ["plain", "residual"]: ax.plot(..., label=label)``)."""
 
     def __init__(self, trees: list["ast.AST"]):
         import ast
 
         self.bound: dict[str, list[ast.AST]] = {}
-        self.added: dict[str, list[ast.AST]] = {}                   # list.append(item): the items
+        self.added: dict[str, list[ast.AST]] = {}                   # list.append(item), insert(i, item): the items
         self.extended: dict[str, list[ast.AST]] = {}                # list.extend(items), +=: iterables
         self.loops: dict[str, list[tuple[ast.AST, ast.AST]]] = {}   # name -> (target, iterable) binding it
         self.returns: dict[str, list[ast.AST]] = {}
-        self.parameters: dict[str, list[tuple[str, int]]] = {}     # parameter -> (function, position)
+        self.parameters: dict[str, list[tuple[str, int, bool]]] = {}   # parameter -> (function, position, *args)
         self.calls: dict[str, list[ast.Call]] = {}
         for tree in trees:
             for node in ast.walk(tree):
@@ -118,9 +121,9 @@ class _Program:
                 elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     self.calls.setdefault(node.func.id, []).append(node)
                 elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
-                      and isinstance(node.func.value, ast.Name) and node.func.attr in ("append", "extend")):
-                    into = self.added if node.func.attr == "append" else self.extended
-                    into.setdefault(node.func.value.id, []).append(node.args[0])
+                      and isinstance(node.func.value, ast.Name) and node.func.attr in ("append", "extend", "insert")):
+                    into = self.extended if node.func.attr == "extend" else self.added
+                    into.setdefault(node.func.value.id, []).append(node.args[-1])   # insert(i, item): the item
 
     def _function(self, node: "ast.AST") -> None:
         import ast
@@ -128,7 +131,10 @@ class _Program:
         name = getattr(node, "name", "")
         arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
         for position, argument in enumerate(arguments):
-            self.parameters.setdefault(argument.arg, []).append((name, position))
+            self.parameters.setdefault(argument.arg, []).append((name, position, False))
+        if node.args.vararg is not None:
+            position = len(node.args.posonlyargs + node.args.args)
+            self.parameters.setdefault(node.args.vararg.arg, []).append((name, position, True))
         defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
         for argument, default in zip(arguments[len(arguments) - len(defaults):], defaults):
             self.bound.setdefault(argument.arg, []).append(default)
@@ -142,6 +148,10 @@ class _Program:
 
         if isinstance(target, ast.Name):
             self.bound.setdefault(target.id, []).append(value)
+        elif (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)   # table[hint] = wrong
+              and isinstance(target.slice, (ast.Name, ast.Constant, ast.JoinedStr, ast.BinOp))
+              and not isinstance(getattr(target.slice, "value", ""), int)):
+            self.bound.setdefault(target.value.id, []).append(ast.Dict(keys=[target.slice], values=[value]))
         elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
             for part, item in zip(target.elts, value.elts):
                 self._bind(part, item)
@@ -167,6 +177,8 @@ class _Program:
             return [k for k in node.keys if k is not None]
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             return self._items(node.left, seen) + self._items(node.right, seen)
+        if isinstance(node, (ast.IfExp, ast.BoolOp)):           # a choice of them (``table if p < 1 else []``)
+            return [item for choice in _choices(node) for item in self._items(choice, seen)]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("items", "keys"):
             pairs = [(k, v) for d in self._dicts(node.func.value, seen) for k, v in zip(d.keys, d.values) if k is not None]
             return [ast.Tuple(elts=[k, v]) if node.func.attr == "items" else k for k, v in pairs]
@@ -182,7 +194,8 @@ class _Program:
             return self._items(node.args[0], seen)
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return [node.elt]
-        return [item for value in self._values(node, seen) for item in self._items(value, seen | {getattr(node, "id", "")})]
+        key = getattr(node, "id", getattr(getattr(node, "func", None), "id", ""))     # a name, or a function called
+        return [item for value in self._values(node, seen) for item in self._items(value, seen | {key})]
 
     def _values(self, node: "ast.AST", seen: set[str]) -> list["ast.AST"]:
         """The expressions a name or a call of the page's own function may stand for (else none)."""
@@ -208,23 +221,28 @@ class _Program:
 
     def _bindings(self, name: str, seen: set[str]) -> list["ast.AST"]:
         """The expressions ``name`` may stand for: its bindings, the items of the loops that bind it,
-        and the arguments passed for it where it is a function's parameter."""
+        and the arguments passed for it where it is a function's parameter (all the rest for ``*args``)."""
         import ast
 
         found = list(self.bound.get(name, []))
         for target, iterable in self.loops.get(name, []):
             found += [v for item in self._items(iterable, seen) for v in self._unpacked(target, item, name)]
-        for function, position in self.parameters.get(name, []):
+        for function, position, starred in self.parameters.get(name, []):
             for call in self.calls.get(function, []):
                 found += [k.value for k in call.keywords if k.arg == name]
-                if position < len(call.args) and not isinstance(call.args[position], ast.Starred):
+                if starred:                                     # def _after(*parts): the tuple of the rest
+                    found.append(ast.Tuple(elts=call.args[position:]))
+                elif position < len(call.args) and not isinstance(call.args[position], ast.Starred):
                     found.append(call.args[position])
         return found
 
     def strings(self, node: "ast.AST", seen: frozenset[str] = frozenset()) -> list[tuple[str, bool]]:
         """The strings an expression can evaluate to: literals, f-strings (and the strings of the names
-        they format), both sides of ``+`` and of ``a if c else b``, the items of lists, tuples and dicts
-        (keys and values), whatever a name is bound to and what the page's own function returns."""
+        they format), both sides of ``+``, of ``a if c else b`` and of ``a or b`` (``_which(out, table) or
+        "the default hint"``), the items of lists, tuples and dicts (keys and values), the items a ``join``
+        joins, a dict's values and default where it is looked up (``hints.get(got, "count each nn.Linear")``,
+        ``hints[got]``), the items and default of ``next(...)``, whatever a name is bound to and what the
+        page's own function returns."""
         import ast
 
         found = _string_value(node)
@@ -235,6 +253,15 @@ class _Program:
         children = []
         if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "_with_hint" and node.args:
             children = [node.args[0]]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "next" and node.args:
+            children = self._items(node.args[0], set(seen)) + node.args[1:]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "join" and node.args:
+            children = self._items(node.args[0], set(seen))       # " Or: ".join(hints): each hint alone
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "get" and node.args:
+            children = [v for d in self._dicts(node.func.value, set(seen)) for v in d.values] + node.args[1:]
+        elif isinstance(node, ast.Subscript) and getattr(node.value, "id", None) not in seen | {None}:
+            children = [v for d in self._dicts(node.value, set(seen)) for v in d.values]    # hints[got]
+            seen = seen | {node.value.id}
         elif isinstance(node, ast.Call) and getattr(node.func, "id", "") in _COPIES and node.args:
             children = self._items(node.args[0], set(seen))
         elif (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
@@ -248,15 +275,22 @@ class _Program:
             children, seen = self._values(node, set(seen)), seen | {key}
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             children = [node.left, node.right]
-        elif isinstance(node, ast.IfExp):
-            children = [node.body, node.orelse]
+        elif isinstance(node, (ast.IfExp, ast.BoolOp)):
+            children = _choices(node)
         elif isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             children = node.elts
         elif isinstance(node, ast.Dict):
             children = [k for k in node.keys if k is not None] + node.values
-        elif isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+        elif isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             children = [node.elt]
         return [s for child in children for s in self.strings(child, seen)]
+
+
+def _choices(node: "ast.AST") -> list["ast.AST"]:
+    """The values a choice can take: both branches of ``a if c else b``, each operand of ``a or b``."""
+    import ast
+
+    return [node.body, node.orelse] if isinstance(node, ast.IfExp) else list(node.values)
 
 
 def _joined(node: "ast.AST") -> list[tuple[str, bool]] | None:
@@ -293,9 +327,9 @@ def _is_words(text: str) -> bool:
 
 def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]:
     """The strings that code shows: on figures, widgets and progress bars (``figures=True``), or in test
-    messages (``assert`` messages, ``raise`` messages, ``hint=`` and ``mistakes=`` of the checks, and the
-    ``name=`` labels of the checks that are phrases, not code: :func:`_is_code`, or English words:
-    :func:`_label_words`).
+    messages (``assert`` messages, ``raise`` messages, ``hint=`` and ``mistakes=`` of the checks and
+    ``forbid_shortcuts``' ``reason=``, and the ``name=`` labels of the checks and ``explain_errors``'
+    ``call=`` that are phrases, not code: :func:`_is_code`, or English words: :func:`_label_words`).
     ``sources`` are read as one program (a page's cells): a string reaches a figure through the names
     it is bound to (:class:`_Program`), and ``interact``'s keywords name its sliders."""
     import ast
@@ -326,8 +360,11 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
                             isinstance(a, ast.Starred) for a in node.args[:position + 1]):
                         candidates.append(node.args[position])   # explain_errors("use x.float()", ...)
                         positional.add(id(node.args[position]))
-                    if getattr(node.func, "attr", getattr(node.func, "id", "")) in _LABELLED_CHECKS:
-                        labels += [k.value for k in node.keywords if k.arg == "name"]
+                    label = _LABELLED_CHECKS.get(getattr(node.func, "attr", getattr(node.func, "id", "")))
+                    labels += [k.value for k in node.keywords if label and k.arg == label]
+            # a table built in place (mistakes={hint: ... for m, hint in TABLE.items()}): its keys and values
+            candidates = [part for c in candidates
+                          for part in ([c.key, c.value] if isinstance(c, ast.DictComp) else [c])]
             for candidate, is_label in [(c, False) for c in candidates] + [(c, True) for c in labels]:
                 # a label made of pieces is shown whole, and its value is looked up whole
                 whole = (_joined(candidate) or []) if is_label else []

@@ -1,0 +1,148 @@
+"""Every hint a visible test can show is extracted for the Chinese catalogue, whatever form the test
+gives it (issue 29: exercise 04's ``hints`` dict, exercise 07's top-p table behind ``if p < 1 else []``
+and a dozen defaults after ``or`` reached a Chinese learner in English, because the extraction followed
+none of those forms, so ``test_every_message_a_chinese_learner_can_be_shown_is_chinese`` never saw them)."""
+
+import ast
+
+from autograder.core.files import REPO_ROOT, read_notebook
+from autograder.course.i18n import extract, runtime_text
+from autograder.engine.cells import parse_cell
+from course_runtime.language import catalogue
+
+# A test cell that shows a hint in each of the forms the released exercises use.
+_FORMS = '''
+def _which(actual, known_mistakes):
+    """The hint of the first known mistake that `actual` reproduces, or None."""
+    for hint, wrong in known_mistakes:
+        if torch.equal(actual, wrong):
+            return hint
+    return None
+
+def _table(probs):
+    return [("sort in descending order first.", probs.flip(-1))]
+
+def _telling(expected, variants):
+    kept = {}
+    for hint, wrong in variants.items():
+        if not torch.equal(wrong, expected):
+            kept[hint] = wrong
+    return kept
+
+_TABLE = {"scale": "divide the scores by sqrt(head_dim).", "mask": "block the future keys."}
+
+def _after(*parts):
+    def decorate(check):
+        def checked():
+            for part, part_check in parts:
+                raise AssertionError(f"First fix {part}: its own test fails.")
+        return checked
+    return decorate
+
+@_after(("Part A (split_heads)", _part_a))
+def _check(out, expected, got, p, variants):
+    check_close(out, expected, name="out", hint=_which(out, [("cut the last axis first.", out.T)])
+                or "out[b, i, t] must be x[b, t, i * d:(i + 1) * d]")
+    check_close(out, expected, name="out", hint=_which(out, _table(out) if p < 1 else []) or "keep the top tokens.")
+    mistakes = [("apply out_proj.", out)]
+    mistakes.insert(0, ("queries come from the decoder.", out))
+    check_close(out, expected, name="out", mistakes=mistakes)
+    check_close(out, expected, name="out", mistakes={hint: variants[m] for m, hint in _TABLE.items()})
+    check_close(out, expected, name="out", mistakes=_telling(expected, {h: out for h in ("a computed hint here.",)}))
+    hints = {4 * got: "the count does not grow with n_heads."}
+    raise AssertionError(f"got {got}.\\nHint: {hints.get(got, 'count each nn.Linear: in * out + out')}")
+
+def _minilm(found, table):
+    hint = next((h for h, wrong in table.items() if wrong == found), "embeddings -> emb_norm -> layers")
+    with forbid_shortcuts("torch.cat", reason="write into the buffers in place"), explain_errors(
+            "keep the sub-modules", call="MiniLM loaded with its weights"):
+        pass
+    assert found, f"your embeddings differ. Likely cause: {hint}"
+    assert "First fix Part" not in found
+    assert "view size is not compatible" in found
+'''
+
+_SHOWN = ["cut the last axis first.", "out[b, i, t] must be x[b, t, i * d:(i + 1) * d]",
+          "sort in descending order first.", "keep the top tokens.", "apply out_proj.",
+          "queries come from the decoder.", "divide the scores by sqrt(head_dim).", "block the future keys.",
+          "a computed hint here.", "the count does not grow with n_heads.", "count each nn.Linear: in * out + out",
+          "embeddings -> emb_norm -> layers", "write into the buffers in place", "keep the sub-modules",
+          "MiniLM loaded with its weights", "Part A (split_heads)"]
+
+
+def test_every_form_of_hint_a_test_cell_gives_is_extracted():
+    """A hint after ``or``, a table chosen by ``if ... else``, one ``insert``-ed, a dict looked up with
+    ``.get`` (values and default) or stored into by key, a comprehension's table, ``next``'s default,
+    ``forbid_shortcuts``' ``reason=``, ``explain_errors``' ``call=`` phrase and a decorator's ``*parts``
+    are all messages; what a test only compares with (``"First fix Part" not in ...``) and a docstring
+    are not."""
+    found = {text for text, _ in runtime_text.code_strings([_FORMS], figures=False)}
+    missing = [hint for hint in _SHOWN if hint not in found]
+    assert not missing, missing
+    assert not {"First fix Part", "view size is not compatible",
+                "The hint of the first known mistake that `actual` reproduces, or None."} & found
+
+
+def test_a_hint_without_a_chinese_entry_is_reported():
+    """The other direction: a test cell's hint that the catalogue lacks is what the check names, and the
+    catalogue's entries are what it accepts."""
+    table = catalogue("messages", "zh_CN")
+    cell = ('check_close(y, ref, name="y", hint=_which(y, []) or "a hint no catalogue holds, written for this test")\n'
+            'check_close(y, ref, name="y", hint=_which(y, []) or '
+            '"renormalise: divide the kept probabilities by their sum, so that each row sums to 1.")\n')
+    untranslated = [text for text, _ in runtime_text.code_strings([cell], figures=False) if table.lookup(text) is None]
+    assert untranslated == ["a hint no catalogue holds, written for this test"]
+
+
+# Sentences of the released exercises' code that no test shows a learner, each with why.
+_NOT_SHOWN = {
+    "view size is not compatible": "compared with PyTorch's error, to choose the hint",
+    "First fix Part": "looked for in a message, which shows it through the pattern that writes it",
+    "the cat sat on the mat": "the input of a tokenizer",
+    "The animal didn't cross the street because it was too tired.": "an input sentence of MiniLM",
+    "A cat sleeps.": "an input sentence of MiniLM",
+    "{value / 2 ** 30:.2f} GiB": "a number and its unit",
+    "same buffers": "a key of a dict the test reads",
+    # ValueError of code the exercise gives: a Chinese kernel translates assertions, the stub's
+    # NotImplementedError and ShortcutError (course_runtime/language.py:_install_tracebacks), not these
+    "d_model={d_model} must be divisible by n_heads={n_heads}": "a ValueError of the given code",
+    "the cache holds {self.max_len} positions; {self.length} are used and {k_new.shape[2]} more do not fit":
+        "a ValueError of the given code",
+    "the cache stores keys of shape (batch_size, n_kv_heads, T_new, head_dim) = ({self.k.shape[1]}, "
+    "{self.k.shape[2]}, T_new, {self.k.shape[4]}), got {tuple(k_new.shape)}: store the n_kv_heads key and value "
+    "heads, before repeating them": "a ValueError of the given code",
+    "Tiny Shakespeare could not be loaded, so the cells below train on {corpus} instead. The reason: {error}":
+        "printed through textwrap.fill, whose wrapped lines no entry matches",
+}
+
+
+def _sentences(source: str) -> list[str]:
+    """The string literals and f-strings of a cell (not its docstrings, not the pieces of an f-string)
+    that hold a space and English words and are not a call written as code."""
+    tree = parse_cell(source)
+    if isinstance(tree, SyntaxError):
+        return []
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    inside = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
+              for part in ast.walk(node) if part is not node}
+    texts = [runtime_text._string_value(node) for node in ast.walk(tree)
+             if id(node) not in docstrings | inside]
+    return [text for text, _ in filter(None, texts) if " " in text.strip() and runtime_text._is_words(text)
+            and not runtime_text._is_code(text)]
+
+
+def test_every_sentence_in_a_released_exercise_is_extracted_or_known_not_to_be_shown():
+    """Read apart from the extraction: every sentence written in a released exercise's code is in the
+    runtime catalogues' strings (whole, or as a piece of a message the code adds up), or is listed above
+    with why no learner sees it. A hint in a form the extraction does not follow fails here."""
+    shown = runtime_text.runtime_messages(REPO_ROOT)
+    extracted = {text for text, _ in shown["messages"] + shown["figures"]}
+    unseen = set()
+    for page in extract.pages(REPO_ROOT):
+        if page.is_notebook and page.docname.startswith("exercises/"):
+            for cell in read_notebook(page.path).cells:
+                if cell.cell_type == "code":
+                    unseen |= {text for text in _sentences(cell.source) if not any(
+                        text in e or text.replace("{", "{{").replace("}", "}}") in e for e in extracted)}
+    assert unseen - set(_NOT_SHOWN) == set(), sorted(unseen - set(_NOT_SHOWN))
+    assert set(_NOT_SHOWN) - unseen == set(), f"listed as not shown but extracted or gone: {set(_NOT_SHOWN) - unseen}"
