@@ -159,17 +159,44 @@ def read_po(path: Path) -> list[Entry]:
 
 
 def _pattern(msgid: str) -> tuple[re.Pattern, list[str]]:
-    """A full-match regular expression for an f-string message, and its placeholders in order."""
-    parts, names, position = [], [], 0
+    """A full-match regular expression for an f-string message, and its placeholders in order; the value
+    of the i-th placeholder is the group named ``v<i>``.
+
+    Each placeholder but the last takes the text up to the first place where the words after it follow,
+    and keeps it (a lookahead is never backtracked into). The earliest place leaves the most room for the
+    rest, so this matches every text that trying each place would, in time linear in the text for each
+    placeholder: trying each place, ``"{a} {b} {c} {d} MiB"`` takes time that grows with the number of
+    spaces in a learner's line to the fourth power (minutes for a long line).
+
+    Example:
+        >>> _pattern("{a} x {b}")[0].fullmatch("1 x 2 x 3").group("v0", "v1")
+        ('1', '2 x 3')
+    """
+    pieces, names, position = [], [], 0
     for match in re.finditer(r"\{\{|\}\}|\{([^{}]+)\}", msgid):
-        parts.append(re.escape(msgid[position:match.start()]))
+        pieces.append(msgid[position:match.start()])
         if match.group(1) is None:
-            parts.append(re.escape(match.group(0)[0]))
+            pieces[-1] += match.group(0)[0]
         else:
-            parts.append("(.+?)")
             names.append(match.group(1))
+            pieces.append(None)
         position = match.end()
-    parts.append(re.escape(msgid[position:]))
+    pieces.append(msgid[position:])
+    # merge the literal text between placeholders: [text, None, text, None, ..., text]
+    merged = [""]
+    for piece in pieces:
+        if piece is None:
+            merged += [None, ""]
+        else:
+            merged[-1] += piece
+    parts, value = [re.escape(merged[0])], 0
+    for i in range(1, len(merged), 2):
+        after = re.escape(merged[i + 1])
+        if i + 2 < len(merged):
+            parts.append(f"(?=(?P<v{value}>.+?)(?P<l{value}>{after}))(?P=v{value})(?P=l{value})")
+        else:
+            parts.append(f"(?P<v{value}>.+?){after}")
+        value += 1
     return re.compile("".join(parts), re.DOTALL), names
 
 
@@ -284,7 +311,7 @@ class Catalogue:
             match = regex.fullmatch(text)
             if match is None:
                 continue
-            english = dict(zip(names, match.groups()))
+            english = {name: match.group(f"v{i}") for i, name in enumerate(names)}
             values, left = {}, 0
             for name, value in english.items():
                 as_code = name in self._as_code[regex] and _IDENTIFIER.fullmatch(value.strip())
@@ -758,7 +785,9 @@ def _any_printed(table: Catalogue) -> re.Pattern:
     """One regular expression that each of ``table``'s texts matches whole (a pattern's placeholders as
     any text): a write it does not match is passed on at the cost of one match, not a lookup per entry
     (a loop printing ``f"step {i}: ..."`` 100,000 times writes 100,000 texts never seen before)."""
-    shapes = [re.escape(text) for text in table.exact] + [regex.pattern for regex, _, _ in table.patterns]
+    shapes = [re.escape(text) for text in table.exact] + [
+        re.sub(r"\(\?P([<=])([vl]\d+)", rf"(?P\g<1>p{number}\g<2>", regex.pattern)    # group names apart
+        for number, (regex, _, _) in enumerate(table.patterns)]
     return re.compile("|".join(f"(?:{shape})" for shape in shapes) or r"(?!)", re.DOTALL)
 
 

@@ -2,6 +2,7 @@
 ``explain_errors`` by position, and no italics on Chinese characters."""
 
 import ast
+import random
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from nbclient import NotebookClient
 from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.course.i18n import catalogues, edition, extract, reader_checks, runtime_text
 from autograder.engine.cells import parse_cell
+from course_runtime import language
 from course_runtime.language import english_letters
 
 ROOT = REPO_ROOT
@@ -287,3 +289,32 @@ def test_the_chinese_sites_execution_cache_follows_the_printed_translations(tmp_
     first = key("分数：", "一条测试消息")
     assert key("分数：", "另一条测试消息") == first
     assert len({first, key("得分：", "一条测试消息"), key("分数：", "一条测试消息", fuzzy=True)}) == 3
+
+
+def _naive(msgid: str) -> re.Pattern:
+    """The plain reading of an f-string message: each placeholder any text, tried at every length."""
+    pieces = re.split(r"\{[^{}]+\}", msgid)
+    return re.compile("(.+?)".join(map(re.escape, pieces)), re.DOTALL)
+
+
+def test_a_patterns_placeholders_match_as_the_plain_reading_does_without_trying_every_place():
+    """The chapters' table rows brought patterns such as ``"{name:24s} {kv_heads:8d} {n:>17,} {a} MiB {b} MiB"``;
+    tried the plain way, a learner's long line of spaced words took minutes per write in a Chinese kernel
+    (time growing with its spaces to the fifth power). The pattern as compiled matches exactly the texts
+    the plain reading matches, with the same values, and answers a 2,000-character line at once."""
+    from course_runtime.language import _pattern
+
+    rows = ["{name} {kv} {n} {a} MiB {b} MiB", "| {kind:16s} | {speed} | {memory:>9s} |", "{a}: {b}", "{a}{b} x {c}"]
+    alphabet = ["a", " ", "MiB", "|", ":", "x", "b "]
+    chooser = random.Random(29)
+    for msgid in rows:
+        compiled, names = _pattern(msgid)
+        for _ in range(3000):
+            text = "".join(chooser.choice(alphabet) for _ in range(chooser.randint(1, 14)))
+            plain, ours = _naive(msgid).fullmatch(text), compiled.fullmatch(text)
+            assert (plain is None) == (ours is None), (msgid, text)
+            if plain:
+                assert plain.groups() == tuple(ours.group(f"v{i}") for i in range(len(names))), (msgid, text)
+    line = ("a b c " * 400)[:2000]
+    assert _pattern(rows[0])[0].fullmatch(line) is None
+    assert language.translate_printed(line, "zh_CN") == line
