@@ -236,7 +236,8 @@ def test_a_test_cell_edited_beside_its_docstrings_is_noted_and_the_original_runs
     key, source, spans = _test_with_docstrings(plan, learner)
     _test_cell(learner, key).source = DOCSTRING_EDITS[edit](source, spans)
     assert _test_cell(learner, key).source != source, "the edit changes the cell"
-    assert assemble(plan, learner).notes == [f"The course cell `{key}` was changed in your notebook; the original was used."]
+    assert assemble(plan, learner).notes == [
+        f"The course cell `{key}` was changed in your notebook; the original was used."]
     assert _run(plan, learner) == untouched
 
 
@@ -281,13 +282,14 @@ def test_feedback_shows_a_chinese_docstring_on_other_lines_with_the_hidden_note_
     Chinese copy even where a docstring spans fewer lines; a hidden region inside a docstring gives no view."""
     from autograder.engine.plan import HIDDEN_BEGIN, HIDDEN_END, HIDDEN_NOTE, edition_view
 
-    source = (f"def f():\n    '''Twice,\n    as a float.'''\n    return 2.0\n### {HIDDEN_BEGIN}\nassert f() > 1  # secret\n"
-              f"### {HIDDEN_END}\nassert f() == 2  # the value")
+    source = (f"def f():\n    '''Twice,\n    as a float.'''\n    return 2.0\n"
+              f"### {HIDDEN_BEGIN}\nassert f() > 1  # secret\n### {HIDDEN_END}\nassert f() == 2  # the value")
     chinese = "def f():\n    '''两倍，浮点数。'''\n    return 2.0\nassert f() == 2  # 值"
-    assert edition_view(source, chinese) == (f"def f():\n    '''两倍，浮点数。'''\n    return 2.0\n{HIDDEN_NOTE}\n"
-                                             "assert f() == 2  # 值")
+    assert edition_view(source, chinese) == (
+        f"def f():\n    '''两倍，浮点数。'''\n    return 2.0\n{HIDDEN_NOTE}\nassert f() == 2  # 值")
     assert edition_view(source, chinese.replace("== 2", "== 3")) is None
-    inside = f"def f():\n    '''Twice,\n### {HIDDEN_BEGIN}\nsecret\n### {HIDDEN_END}\n    as a float.'''\n    return 2.0"
+    inside = (f"def f():\n    '''Twice,\n### {HIDDEN_BEGIN}\nsecret\n### {HIDDEN_END}\n"
+              "    as a float.'''\n    return 2.0")
     assert edition_view(inside, "def f():\n    '''两倍，浮点数。'''\n    return 2.0") is None
 
 
@@ -310,7 +312,8 @@ def test_a_chinese_feedback_page_shows_every_test_cell_with_chinese_docstrings_a
             assert not any(line in chinese for line in plan.hidden_lines if line not in cell.released)
             visible = "\n".join(line for line in chinese.split("\n") if line.strip() not in notes)
             assert same_code(visible, cell.released)
-            assert all(re.search(r"[\u4e00-\u9fff]", visible[start:end]) for start, end, _ in docstring_offsets(visible))
+            assert all(re.search(r"[\u4e00-\u9fff]", visible[start:end])
+                       for start, end, _ in docstring_offsets(visible))
 
 
 def test_no_docstring_of_a_hidden_test_is_a_message_or_reaches_the_chinese_edition():
@@ -346,8 +349,8 @@ def test_a_test_cells_hidden_helper_docstring_is_never_extracted(tmp_path):
 
     nb = nbformat.v4.new_notebook()
     test = nbformat.v4.new_code_cell(f"def shown():\n    \"\"\"What a learner reads.\"\"\"\n\n### {HIDDEN_BEGIN}\n"
-                                     f"def secret():\n    \"\"\"The edge case the hidden test tries.\"\"\"\n### {HIDDEN_END}\n"
-                                     "assert shown() is None")
+                                     "def secret():\n    \"\"\"The edge case the hidden test tries.\"\"\"\n"
+                                     f"### {HIDDEN_END}\nassert shown() is None")
     test.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": 1, "grade_id": "t"}
     answer = nbformat.v4.new_code_cell('def f():\n    """What a learner reads."""')
     answer.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False, "grade_id": "a"}
