@@ -13,6 +13,11 @@ import shutil
 from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The kernels and programs the tests start (nbclient kernels, the CLI, torchrun) run beside the other
+# worker too: one thread each, as the workers' own torch, so that two workers never run four threads on
+# two cores (torch's default is one thread per core, and oversubscribed threads wait on each other).
+for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
 
 import torch  # noqa: E402
 
