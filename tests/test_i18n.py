@@ -636,6 +636,22 @@ def test_a_first_use_inside_a_glossed_longer_term_of_the_list_is_glossed_and_a_b
         "en": "Post-LN", "zh": "后置层规范化"}]) == ["first use of 后置层规范化 without （Post-LN）"]
 
 
+def test_terms_yml_finds_the_fourth_reviews_old_forms_and_passes_the_chosen_ones():
+    """Issue 29, fourth review (二.1–二.10), with the real terms.yml: 掩码 used as a verb, 宽度 for d_model or a
+    head's size, 允许关注 for the mask convention, 评分 for marking, 分派 for dispatch and a bare 平台 for a
+    plateau are each found with the form that replaces it; the chosen forms and the words beside them (施加掩码,
+    掩码语言模型, 不计分, the LMS's 学习平台) pass."""
+    terms = [dict(t, gloss=False) for t in reader_checks.load_terms(ROOT)["terms"]]
+    old = {"被掩码的键得到零权重": "被掩蔽", "你把允许的键掩码掉了": "被掩蔽", "模型宽度为 384": "模型维度",
+           "头宽 64 的注意力头": "头维度", "`True` 表示允许关注": "关注", "评分时还会运行更多测试": "批改",
+           "PyTorch 的分派器": "分发", "损失停在虚线所示的平台上": "平台期"}
+    for text, chosen in old.items():
+        problems = reader_checks.term_problems(text + "。", terms)
+        assert any(f"(write {chosen} for" in problem for problem in problems), (text, problems)
+    assert not reader_checks.term_problems(
+        "被掩蔽的键得到零权重，整行都被掩蔽的查询输出零；施加掩码之后再做 softmax。掩码语言模型遮盖输入词元。"
+        "模型维度 384，头维度 64，`True` 表示可以关注。批改时还会运行更多测试，这一题不计分。PyTorch 的分发器；"
+        "损失停在平台期，学习平台把这次提交记为迟交。", terms)
 def test_terms_yml_patterns_find_english_and_broad_words_in_prose_only():
     """The fourth round's patterns: LayerNorm, LN, BatchNorm, autograd and epsilon left in Chinese prose,
     and 基数 or 下标 where terms.yml chose 底数 (RoPE's base) and 索引; code, math, the first-use
