@@ -652,6 +652,8 @@ def test_terms_yml_finds_the_fourth_reviews_old_forms_and_passes_the_chosen_ones
         "被掩蔽的键得到零权重，整行都被掩蔽的查询输出零；施加掩码之后再做 softmax。掩码语言模型遮盖输入词元。"
         "模型维度 384，头维度 64，`True` 表示可以关注。批改时还会运行更多测试，这一题不计分。PyTorch 的分发器；"
         "损失停在平台期，学习平台把这次提交记为迟交。", terms)
+
+
 def test_terms_yml_patterns_find_english_and_broad_words_in_prose_only():
     """The fourth round's patterns: LayerNorm, LN, BatchNorm, autograd and epsilon left in Chinese prose,
     and 基数 or 下标 where terms.yml chose 底数 (RoPE's base) and 索引; code, math, the first-use
