@@ -274,9 +274,9 @@ def term_problems(prose: str, terms: list[dict], glossed_before: dict[str, str] 
 
     Example:
         >>> token = {"en": "token", "zh": "词元"}
-        >>> term_problems("被掩蔽的位置。词元是模型的输入。", [token,
-        ...                {"en": "masked", "zh": "被掩码", "avoid": ["被掩蔽"], "gloss": False}])
-        ['first use of 词元 without （token）', '"被掩蔽" (write 被掩码 for masked)']
+        >>> term_problems("被掩码的位置。词元是模型的输入。", [token,
+        ...                {"en": "masked", "zh": "被掩蔽", "avoid": ["被掩码"], "gloss": False}])
+        ['first use of 词元 without （token）', '"被掩码" (write 被掩蔽 for masked)']
         >>> term_problems("词元（token）是模型的输入，每个词元（token）一个向量。", [token])
         ['glossed again: …每个词元（token）, once is enough']
         >>> term_problems("每个词元（token）一个向量。", [token], {"token": "book/intro"})
