@@ -1,7 +1,8 @@
 """Every hint a visible test can show is extracted for the Chinese catalogue, whatever form the test
 gives it (issue 29: exercise 04's ``hints`` dict, exercise 07's top-p table behind ``if p < 1 else []``
 and a dozen defaults after ``or`` reached a Chinese learner in English, because the extraction followed
-none of those forms, so ``test_every_message_a_chinese_learner_can_be_shown_is_chinese`` never saw them)."""
+none of those forms, so ``test_every_message_a_chinese_learner_can_be_shown_is_chinese`` never saw them);
+and those exercises' classic wrong answers fail with a hint a Chinese kernel shows in Chinese."""
 
 import ast
 
@@ -9,6 +10,7 @@ from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.course.i18n import extract, runtime_text
 from autograder.engine.cells import parse_cell
 from course_runtime.language import catalogue
+from test_i18n import _english_sentences
 
 # A test cell that shows a hint in each of the forms the released exercises use.
 _FORMS = '''
@@ -146,3 +148,92 @@ def test_every_sentence_in_a_released_exercise_is_extracted_or_known_not_to_be_s
                         text in e or text.replace("{", "{{").replace("}", "}}") in e for e in extracted)}
     assert unseen - set(_NOT_SHOWN) == set(), sorted(unseen - set(_NOT_SHOWN))
     assert set(_NOT_SHOWN) - unseen == set(), f"listed as not shown but extracted or gone: {set(_NOT_SHOWN) - unseen}"
+
+
+# --- The failure paths of exercises 04 and 07 as a Chinese kernel shows them --------------------------
+
+_E04 = "zh/exercises/04-multi-head-attention/multi_head_attention.ipynb"
+_E07 = "zh/exercises/07-three-architectures/three_architectures.ipynb"
+
+
+def _top_p(probs, p, keep_of, *, scatter=True, normalise=True, descending=True):
+    """Top-p written with one classic mistake: ``keep_of(sorted, running sum)`` chooses the sorted tokens."""
+    import torch
+
+    s, order = torch.sort(probs, dim=-1, descending=descending, stable=True)
+    keep_sorted = keep_of(s.double(), s.double().cumsum(-1))
+    keep_sorted[..., 0] = True
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted) if scatter else keep_sorted
+    kept = torch.where(keep, probs, torch.zeros_like(probs))
+    return kept / kept.sum(-1, keepdim=True) if normalise else kept
+
+
+def _wrong_answers():
+    """(notebook, test cell, name, wrong function, the start of the English hint its message must give)."""
+    def split(x, h, cut="heads first"):
+        B, T, d = x.shape
+        if cut == "memory order":
+            return x.reshape(B, h, T, d // h)
+        if cut == "features first":
+            return x.reshape(B, T, d // h, h).permute(0, 3, 1, 2)
+        return x.reshape(B, T, h, d // h).transpose(1, 2).flip(-1)
+
+    def merge(x, how):
+        B, h, T, d = x.shape
+        moved = {"reshape": x, "interleaved": x.permute(0, 2, 3, 1), "flipped": x.transpose(1, 2).flip(-1)}[how]
+        return moved.reshape(B, T, h * d)
+
+    return [
+        (_E04, "test_split_heads", "split_heads", lambda x, h: split(x, h, "memory order"), "x.reshape(B, n_heads"),
+        (_E04, "test_split_heads", "split_heads", lambda x, h: split(x, h, "features first"), "you cut the last axis"),
+        (_E04, "test_split_heads", "split_heads", split, "out[b, i, t] must be"),
+        (_E04, "test_merge_heads", "merge_heads", lambda x: merge(x, "reshape"), "x.reshape(B, T, h * d_k)"),
+        (_E04, "test_merge_heads", "merge_heads", lambda x: merge(x, "interleaved"), "the heads are interleaved"),
+        (_E04, "test_merge_heads", "merge_heads", lambda x: merge(x, "flipped"), "out[b, t, i * d_k"),
+        (_E04, "test_attention_parameter_count", "attention_parameter_count",
+         lambda d, h, n_kv_heads=None, bias=True: 4 * d * d * h + (4 * d * h if bias else 0),
+         "the count does not grow"),
+        (_E04, "test_attention_parameter_count", "attention_parameter_count",
+         lambda d, h, n_kv_heads=None, bias=True: 4 * d * d, "you left out the biases"),
+        (_E04, "test_attention_parameter_count", "attention_parameter_count",
+         lambda d, h, n_kv_heads=None, bias=True: 3 * d * d + (3 * d if bias else 0), "you forgot out_proj"),
+        (_E04, "test_attention_parameter_count", "attention_parameter_count",
+         lambda d, h, n_kv_heads=None, bias=True: 7, "count each nn.Linear"),
+        (_E07, "test_top_k_probs", "top_k_probs", lambda probs, k: probs.flip(-1), "keep the k largest entries"),
+        (_E07, "test_top_p_probs", "top_p_probs", lambda probs, p: _top_p(probs, p, lambda s, c: c < p),
+         "the token that crosses p"),
+        (_E07, "test_top_p_probs", "top_p_probs",
+         lambda probs, p: _top_p(probs, p, lambda s, c: c - s < p, normalise=False), "renormalise"),
+        (_E07, "test_top_p_probs", "top_p_probs",
+         lambda probs, p: _top_p(probs, p, lambda s, c: c - s < p, scatter=False), "the mask is in sorted order"),
+        (_E07, "test_top_p_probs", "top_p_probs", lambda probs, p: _top_p(probs, p, lambda s, c: c - s <= p),
+         "keep a token only when the mass before it is strictly"),
+        (_E07, "test_top_p_probs", "top_p_probs",
+         lambda probs, p: _top_p(probs, p, lambda s, c: c - s < p, descending=False), "sort in DESCENDING order"),
+        (_E07, "test_top_p_probs", "top_p_probs", lambda probs, p: probs.flip(-1), "keep a token when the probability"),
+    ]
+
+
+def test_the_named_mistakes_of_exercises_04_and_07_read_chinese():
+    """Each classic wrong answer of exercise 04's heads and parameter count and exercise 07's top-k and top-p
+    fails the Chinese notebook's visible test with its own hint (review 4, 一.2, listed them as shown in
+    English), and the message, translated as a Chinese kernel's traceback translates it, has no English
+    sentence left."""
+    import torch
+    import torch.nn as nn
+
+    from course_runtime.language import translate_message
+
+    cells = {path: {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
+                    for c in read_notebook(REPO_ROOT / path).cells} for path in (_E04, _E07)}
+    for path, test, name, wrong, hint in _wrong_answers():
+        try:
+            exec(cells[path][test], {"torch": torch, "nn": nn, name: wrong})
+        except AssertionError as error:
+            english = str(error)
+        else:
+            raise AssertionError(f"{test} passed a wrong {name} (expected the hint {hint!r})")
+        assert f"\nHint: {hint}" in english, (hint, english)
+        chinese = translate_message(english, "zh_CN")
+        english_hint = english.rpartition("\nHint: ")[2]
+        assert "\n提示：" in chinese and english_hint not in chinese and not _english_sentences(chinese), chinese
