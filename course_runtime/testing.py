@@ -545,10 +545,13 @@ def _family(dotted_name: str) -> _Family | None:
 def _kernel_message(dotted_name: str, public: str, reason: str | None) -> str:
     """What a learner reads when their code reaches a forbidden built-in's kernel without calling
     ``dotted_name`` itself (e.g. PyTorch's fused attention while the library's attention is off)."""
-    also = "" if dotted_name == public else f", which computes what `{dotted_name}` computes,"
+    # two whole sentences, not one with an optional clause: a translation's placeholder stands for some text
+    switched_off = f"built-ins for this are switched off while your code runs; {reason or advice(dotted_name)}."
+    if dotted_name == public:
+        return (f"implement this yourself: your code reached the kernel of PyTorch's built-in `{public}` (called "
+                f"directly or through an alias); {switched_off}")
     return (f"implement this yourself: your code reached the kernel of PyTorch's built-in `{public}` (called "
-            f"directly or through an alias){also}; built-ins for this are switched off while your code runs; "
-            f"{reason or advice(dotted_name)}.")
+            f"directly or through an alias), which computes what `{dotted_name}` computes; {switched_off}")
 
 
 def _refuse_subclasses(types: tuple) -> None:

@@ -237,3 +237,19 @@ def test_the_named_mistakes_of_exercises_04_and_07_read_chinese():
         chinese = translate_message(english, "zh_CN")
         english_hint = english.rpartition("\nHint: ")[2]
         assert "\n提示：" in chinese and english_hint not in chinese and not _english_sentences(chinese), chinese
+
+
+def test_the_guards_refusal_at_a_kernel_reads_chinese_with_and_without_the_function_it_stands_for():
+    """The refusal of a forbidden built-in's kernel is two sentences, one that names the function the
+    kernel computes and one for the built-in itself; both are entries, so a Chinese kernel shows both in
+    Chinese (with an optional clause, the second had no entry: a placeholder stands for some text)."""
+    from course_runtime import testing
+    from course_runtime.language import translate_message
+
+    public = "scaled_dot_product_attention"
+    blockwise = ("compute the scores of one key block at a time and combine the blocks with the online softmax "
+                 "(running max, running sum, rescaled output)")
+    for dotted_name, reason in (("transformer_core.attention." + public, None), (public, None), (public, blockwise)):
+        chinese = translate_message(testing._kernel_message(dotted_name, public, reason), "zh_CN")
+        assert chinese.startswith("请自己实现：") and not _english_sentences(chinese), chinese
+        assert dotted_name in chinese and ("所计算的内容" in chinese) == (dotted_name != public), chinese
