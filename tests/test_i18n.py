@@ -1167,6 +1167,12 @@ def test_figure_text_kept_in_variables_is_followed_to_where_it_is_drawn():
     assert found["head {h}"] and not found["plain"]          # an f-string is a pattern, a literal is not
 
 
+# What a chapter asks a model in English and prints as it asked it: chapter 11 puts one English and one
+# Chinese question to SmolLM2, so a Chinese page shows each as the model read it (translated, the line would
+# claim a question the model was never asked). Their entries keep the English on purpose.
+MODEL_INPUTS = {"What is the capital of France?", "What is the capital of France? Answer in one sentence."}
+
+
 def _english_sentences(message: str) -> list[str]:
     """Runs of four or more English words in a Chinese message, code aside: inline code, placeholders,
     addresses, shapes such as (B, n_heads, T, head_dim) and identifiers (words with ``_``) are not prose."""
@@ -1190,7 +1196,7 @@ def test_every_message_a_chinese_learner_can_be_shown_is_chinese():
                     if table.lookup(text.replace("{{", "{").replace("}}", "}")) is None]
     english = []
     for m in catalogues.read_catalogue(runtime_text.runtime_catalogue_path("messages", ROOT)):
-        if m.id and m.string:
+        if m.id and m.string and m.id not in MODEL_INPUTS:
             english += [f"{m.id[:50]!r}: {run!r}" for run in _english_sentences(m.string)]
     assert not english, "\n".join(english)
     said = []
