@@ -127,7 +127,7 @@ piece() {   # piece NAME ESTIMATE COMMAND...: run COMMAND unless it would end pa
     fi
     local files
     files=$(cd "$RESULTS" && find . -maxdepth 1 -type f -newer "$work/piece-stamp" ! -name "gpu-run-*" \
-        -printf '`%P` ' | sed 's/ $//')
+        -printf '%P\n' | LC_ALL=C sort | sed 's/.*/`&`/' | paste -sd' ' -)
     record "$name" "$outcome" "$at" "$(( $(date +%s) - START - at ))" "$files"
 }
 
