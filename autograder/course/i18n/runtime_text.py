@@ -259,8 +259,9 @@ class _Program:
             children = self._items(node.args[0], set(seen))       # " Or: ".join(hints): each hint alone
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "get" and node.args:
             children = [v for d in self._dicts(node.func.value, set(seen)) for v in d.values] + node.args[1:]
-        elif isinstance(node, ast.Subscript) and getattr(node.value, "id", None) not in seen | {None}:
-            children = [v for d in self._dicts(node.value, set(seen)) for v in d.values]    # hints[got]
+        elif (isinstance(node, ast.Subscript) and getattr(node.value, "id", None) not in seen | {None}
+              and not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int))):
+            children = [v for d in self._dicts(node.value, set(seen)) for v in d.values]    # hints[got], not key[0]
             seen = seen | {node.value.id}
         elif isinstance(node, ast.Call) and getattr(node.func, "id", "") in _COPIES and node.args:
             children = self._items(node.args[0], set(seen))
