@@ -1,0 +1,69 @@
+"""The exercises' Chinese says a shared English block in one way (issue 29, fifth review).
+
+Every exercise repeats some English word for word: the grading rules, how to answer a question, the
+written answer's instructions, a comment on a helper that several exercises share. The fifth reader
+found exercise 04 and exercise 07 stating the same rule in different Chinese ("此时调用它们，这一部分就
+不得分" and "这时调用它们，这一部分的分数就没了") and wondered whether the rules differed. A learner who
+opens several exercises must read one rule one way, so a block whose English is the same in several
+exercises (the notebook's own file name aside) has the same Chinese in each.
+"""
+from pathlib import Path
+
+from autograder.core.files import REPO_ROOT
+from autograder.course.i18n import catalogues, extract
+from autograder.course.i18n.comment_text import COMMENT_CONTEXT
+from autograder.course.i18n.docstring_text import DOCSTRING_CONTEXT
+from autograder.course.i18n.typesetting import MATH_CONTEXT
+
+_CONTEXTS = (None, COMMENT_CONTEXT, DOCSTRING_CONTEXT, MATH_CONTEXT)
+
+
+def disagreements(tables: dict[str, dict[tuple, str]]) -> list[str]:
+    """The shared English blocks that are translated differently.
+
+    Args:
+        tables: per exercise (its name, e.g. ``rnn_limits``), ``(context, English) -> Chinese``.
+
+    Returns:
+        one line per English block with more than one Chinese, naming the exercises of each.
+    """
+    seen: dict[tuple, dict[str, list[str]]] = {}
+    for name, table in tables.items():
+        for (context, english), chinese in table.items():
+            key = (context, english.replace(name, "{notebook}"))
+            seen.setdefault(key, {}).setdefault(chinese.replace(name, "{notebook}"), []).append(name)
+    return [f"{context or 'block'} {english[:70]!r}: " + " | ".join(f"{exercises}: {chinese[:60]}"
+                                                              for chinese, exercises in versions.items())
+            for (context, english), versions in seen.items() if len(versions) > 1]
+
+
+def _exercise_tables(root: Path) -> dict[str, dict[tuple, str]]:
+    tables = {}
+    for page in extract.pages(root):
+        if page.docname.startswith("exercises/"):
+            tables[page.path.stem] = {(context, english): chinese for context in _CONTEXTS
+                                      for english, chinese in catalogues.translations(page.docname, root,
+                                                                                      context=context).items()}
+    return tables
+
+
+def test_a_block_shared_by_several_exercises_reads_the_same_in_each():
+    tables = _exercise_tables(REPO_ROOT)
+    assert len(tables) >= 12, sorted(tables)
+    problems = disagreements(tables)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_check_names_a_rule_worded_two_ways_and_lets_the_notebook_name_differ():
+    rule = "- **Switched-off built-ins**: calling them costs the part."
+    answer = "Run `python -m autograder validate {0}.ipynb` before you submit."
+    tables = {
+        "rnn_limits": {(None, rule): "此时调用它们，这一部分就不得分。",
+                       (None, answer.format("rnn_limits")): "提交之前运行 `python -m autograder validate rnn_limits.ipynb`。"},
+        "kv_cache": {(None, rule): "这时调用它们，这一部分的分数就没了。",
+                     (None, answer.format("kv_cache")): "提交之前运行 `python -m autograder validate kv_cache.ipynb`。"},
+        "complexity": {(COMMENT_CONTEXT, rule): "另一种语境下的注释"},
+    }
+    found = disagreements(tables)
+    assert len(found) == 1 and "Switched-off" in found[0], found
+    assert "['rnn_limits']" in found[0] and "['kv_cache']" in found[0], found
