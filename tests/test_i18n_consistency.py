@@ -1,4 +1,8 @@
-"""The exercises' Chinese says a shared English block in one way (issue 29, fifth review).
+"""The Chinese edition says one thing one way across its catalogues (issue 29, fifth review).
+
+The fifth reader rated the terminology 7/10 for lack of consistency rather than wrong choices: Post-LN and
+后置层规范化 on one page, $6N$ FLOPs in chapter 10 where chapter 09 says 次浮点运算, GPU 内存 beside 显存,
+logit beside logits, and one grading rule worded two ways in two exercises.
 
 Every exercise repeats some English word for word: the grading rules, how to answer a question, the
 written answer's instructions, a comment on a helper that several exercises share. The fifth reader
@@ -10,7 +14,7 @@ exercises (the notebook's own file name aside) has the same Chinese in each.
 from pathlib import Path
 
 from autograder.core.files import REPO_ROOT
-from autograder.course.i18n import catalogues, extract
+from autograder.course.i18n import catalogues, extract, reader_checks
 from autograder.course.i18n.comment_text import COMMENT_CONTEXT
 from autograder.course.i18n.docstring_text import DOCSTRING_CONTEXT
 from autograder.course.i18n.typesetting import MATH_CONTEXT
@@ -67,3 +71,18 @@ def test_the_check_names_a_rule_worded_two_ways_and_lets_the_notebook_name_diffe
     found = disagreements(tables)
     assert len(found) == 1 and "Switched-off" in found[0], found
     assert "['rnn_limits']" in found[0] and "['kv_cache']" in found[0], found
+
+
+def test_terms_yml_finds_the_fifth_reviews_mixed_forms_and_passes_the_chosen_ones():
+    terms = [dict(t, gloss=False) for t in reader_checks.load_terms(REPO_ROOT)["terms"]]
+    old = {"训练每个词元的开销为 $6N$ FLOPs。": "浮点运算次数", "每次乘加计为 2 FLOPs。": "浮点运算次数",
+           "众所周知，后置层规范化的 Transformer 会发散。": "后置层规范化",
+           "GPT-2 采用前置层规范化块。": "前置层规范化", "从 GPU 内存中读取全部权重。": "显存",
+           "暂退法比率为 0.2。": "暂退法", "输入词元的 logit 更高。": "logits", "沿批量维做了规范化。": "批次"}
+    for text, chosen in old.items():
+        problems = reader_checks.term_problems(reader_checks.visible_prose(text), terms)
+        assert any(f"(write {chosen} for" in problem for problem in problems), (text, problems)
+    chosen = ("训练每个词元的开销为 $6N$ 次浮点运算，即模型算力利用率（model FLOPs utilization）的分子；"
+              "实际达到 2 TFLOP/s。区分 Post-LN 与 Pre-LN；采用前置层规范化（Pre-LN）的块。从显存中读取权重，"
+              "暂退概率为 0.2。输入词元的 logits 值更高，`logit_scale` 与 logits 都不变。沿批次维做批量规范化。")
+    assert not reader_checks.term_problems(reader_checks.visible_prose(chosen), terms)
