@@ -736,6 +736,33 @@ def test_the_book_glosses_a_term_once_in_toc_order_and_an_exercise_once_on_its_o
         '"令牌" (write 词元 for token)'], "the glossary repeats every English, and keeps to the forms all the same"
 
 
+def test_any_english_gloss_is_given_once_in_the_book_whether_or_not_the_term_list_has_it(tmp_path):
+    """Issue 29 (fifth reader): the book-order rule covered terms.yml's terms only, and 18 other words were
+    glossed again in later chapters (温度（temperature） five times). Any English in full-width parentheses
+    after Chinese text is a gloss of that English (case and a trailing abbreviation aside), given once in
+    the book's chapters; an abbreviation alone (多查询注意力（MQA）) glosses nothing, and the exercises and
+    the glossary keep their own rules."""
+    def glossed_again(chapters, exercise="把词元（token）送入模型。", *glossary):
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        found = reader_checks.reader_problems(_book_with_glosses(root, chapters, exercise, *glossary))
+        return [p for p in found if ": glossed again: " in p]
+
+    first = {"book/intro": "模型读入词元（token），按温度（temperature，即缩放因子）采样。",
+             "book/01-a": "多查询注意力（multi-query attention，MQA）共享键和值。"}
+    assert glossed_again(dict(first, **{"book/02-b": "温度与多查询注意力（MQA）不再注英文；Pre-LN 即前置（Pre-LN）。"}),
+                         "温度（temperature）与多查询注意力（multi-query attention）。",
+                         "温度（temperature）：见第 2 章。多查询注意力（multi-query attention）。") == []
+    assert glossed_again(dict(first, **{"book/02-b": "以低于 1 的**温度**（Temperature）采样；多查询注意力（Multi-query "
+                                                     "attention）。\n\n再说一次多查询注意力（multi-query attention，MQA）。"})) == [
+        "zh/book/02-b.md: glossed again: …1 的**温度**（Temperature）, book/intro glossed it first",
+        "zh/book/02-b.md: glossed again: …；多查询注意力（Multi-query attention）, book/01-a glossed it first",
+        "zh/book/02-b.md: glossed again: …次多查询注意力（multi-query attention，MQA）, book/01-a glossed it first"]
+    assert glossed_again({"book/intro": "残差流（residual stream）贯穿各层，残差流（residual streams）也叫主干。"}) == [
+        "zh/book/intro.md: glossed again: …穿各层，残差流（residual streams）, once is enough"]
+    assert glossed_again({"book/intro": "词元（token）。", "book/01-a": "每个词元（token）一个向量。"}) == [
+        "zh/book/01-a.md: glossed again: …每个词元（token）, book/intro glossed it first"], "the term list's check names it, once"
+
+
 def test_ascii_quotation_marks_around_chinese_are_a_typesetting_mistake():
     """Chapter 09 timed \"分配并填满一个……新张量\" in ASCII quotes; Chinese text is quoted “…”, and English
     or code in ASCII quotes is left alone."""
@@ -1270,7 +1297,6 @@ def test_no_chinese_page_glosses_a_term_twice():
     （positional encoding）, then 位置编码 (issue 29: "实现“位置编码（positional encoding）”一章中的各种位置编码
     （positional encoding）方案"). A gloss in Chinese (logits（未经 softmax 归一化的分数）) is given once too. The
     glossary, which pairs every term with its English, aside."""
-    gloss = re.compile(r"(?<=[\u4e00-\u9fff*”])（([A-Za-z][^（）\u4e00-\u9fff]*?)）")
     in_chinese = [f"（{t['gloss_as']}）" for t in reader_checks.load_terms(ROOT)["terms"] if "gloss_as" in t]
     repeated = []
     for page in extract.pages(ROOT):
@@ -1278,10 +1304,5 @@ def test_no_chinese_page_glosses_a_term_twice():
             continue
         prose = "\n\n".join(reader_checks.page_prose(ROOT / "zh" / page.path.relative_to(ROOT)))
         repeated += [f"{page.docname}: {text} {prose.count(text)} times" for text in in_chinese if prose.count(text) > 1]
-        seen = set()
-        for match in gloss.finditer(prose):
-            key = re.sub(r"[\s-]+", " ", match.group(1).lower()).strip()
-            if key in seen:
-                repeated.append(f"{page.docname}: …{prose[max(0, match.start() - 12):match.end()]}")
-            seen.add(key)
+        repeated += [f"{page.docname}: {problem}" for problem in reader_checks.repeated_glosses(prose, {})]
     assert not repeated, "\n".join(repeated)

@@ -316,6 +316,64 @@ def term_problems(prose: str, terms: list[dict], glossed_before: dict[str, str] 
     return found
 
 
+# An English gloss right after Chinese text (or a closing quote): 温度（temperature）, 循环神经网络（recurrent neural network，RNN）,
+# 温度（temperature，即……）. The English is what comes before a comma or semicolon; it must hold a word in
+# lower case (but its first letter; warm-up is one), so an abbreviation or a name alone (多查询注意力（MQA）,
+# （SwiGLU）, 前置（Pre-LN）) glosses nothing.
+_GLOSS = re.compile(r"([\u4e00-\u9fff”])[*_]*（([A-Za-z][^（）\u4e00-\u9fff，,；;]*)(?:[，,；;][^（）]*)?）")
+
+
+def gloss_key(english: str) -> str:
+    """How two glosses' English are compared: lower case, hyphens as spaces, a plural's s dropped
+    (``Grouped-query attention`` and ``grouped query attention`` are one)."""
+    return re.sub(r"s$", "", re.sub(r"[\s-]+", " ", english.lower()).strip())
+
+
+def english_glosses(prose: str) -> list[tuple[str, str]]:
+    """Every English gloss of ``prose``'s body text (outside headings and quoted chapter titles), in order,
+    as ``(key, context)``: the English's :func:`gloss_key`, and the gloss with a few characters before it.
+
+    Example:
+        >>> [g[0] for g in english_glosses("温度（Temperature）与循环神经网络（recurrent neural networks，RNN）；多查询注意力（MQA）。")]
+        ['temperature', 'recurrent neural network']
+    """
+    body = _headings_removed(prose)
+    found = []
+    for match in _GLOSS.finditer(body):
+        if any(re.fullmatch(r"[A-Za-z][a-z]+(?:-[a-z]+)*", word) for word in match.group(2).split()):
+            context = body[max(0, match.start() - 6):match.end()].replace("\n", " ")
+            found.append((gloss_key(match.group(2)), context))
+    return found
+
+
+def repeated_glosses(prose: str, glossed_before: dict[str, str]) -> list[str]:
+    """The glosses of the book's page ``prose`` whose English was glossed before: on an earlier page
+    (``glossed_before`` maps each English's :func:`gloss_key` to the page that glossed it first) or earlier
+    on this page, one line each: a book glosses a word once, at its first use, whether or not the term list
+    has it.
+
+    Example:
+        >>> repeated_glosses("以低于 1 的温度（temperature）采样，温度（temperature，即缩放）。", {"temperature": "book/02-a"})
+        ['glossed again: …于 1 的温度（temperature）, book/02-a glossed it first', 'glossed again: …e）采样，温度（temperature，即缩放）, book/02-a glossed it first']
+        >>> repeated_glosses("注意力（attention）……注意力（Attention）。", {})
+        ['glossed again: …n）……注意力（Attention）, once is enough']
+    """
+    seen = dict(glossed_before)
+    found = []
+    for key, context in english_glosses(prose):
+        if key in seen:
+            where = f"{seen[key]} glossed it first" if key in glossed_before else "once is enough"
+            found.append(f"glossed again: …{context}, {where}")
+        seen.setdefault(key, "this page")
+    return found
+
+
+def _gloss_at_end(problem: str) -> str:
+    """The gloss a "glossed again" line names, with the character before it: ``度（temperature）``."""
+    context = problem.split(", ")[0] if "）, " not in problem else problem[:problem.rindex("）, ") + 1]
+    return context[context.rindex("（") - 1:]
+
+
 def reader_problems(root: Path = REPO_ROOT) -> list[str]:
     """English sentences, typesetting mistakes and departures from the term list on the pages of
     ``zh/`` (the bibliography's English titles excepted), one line each. The book's chapters (the intro
@@ -323,6 +381,7 @@ def reader_problems(root: Path = REPO_ROOT) -> list[str]:
     as d2l does; an exercise, which a learner opens on its own, at its first use in the exercise."""
     terms = load_terms(root)
     glossed_before: dict[str, str] = {}
+    glosses_before: dict[str, str] = {}       # every English glossed so far, the term list's or not
     found = []
     for page in pages(root):
         path = root / ZH_ROOT / page.path.relative_to(root)
@@ -335,9 +394,14 @@ def reader_problems(root: Path = REPO_ROOT) -> list[str]:
         found += [f"{where}: {problem}" for problem in parenthesis_problems(prose)]
         glossary = page.docname == "book/glossary"      # every term with its English, on the line above
         chapter = page.docname.startswith("book/") and not glossary
-        found += [f"{where}: {problem}" for problem in
-                  term_problems(prose, terms["terms"], glossed_before if chapter else None, glosses=not glossary)]
-        if chapter:
+        of_terms = term_problems(prose, terms["terms"], glossed_before if chapter else None, glosses=not glossary)
+        found += [f"{where}: {problem}" for problem in of_terms]
+        if chapter:                                 # a repeat the term list's check named is not named twice
+            named = {_gloss_at_end(problem) for problem in of_terms if problem.startswith("glossed again: ")}
+            found += [f"{where}: {problem}" for problem in repeated_glosses(prose, glosses_before)
+                      if _gloss_at_end(problem) not in named]
             glossed_before.update((t["en"], page.docname) for t in glossed_terms(prose, terms["terms"])
                                   if t["en"] not in glossed_before)
+            glosses_before.update((key, page.docname) for key, _ in english_glosses(prose)
+                                  if key not in glosses_before)
     return found
