@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import gc
 import json
 import os
 import shutil
@@ -326,6 +327,11 @@ async def _grade_pending(pending, out_dir: Path, tmp: Path, limits: Limits, jobs
         bar.close()
         for referee in referees:
             await referee.close()
+        # Ctrl-C reaches the kernels and referees too: a process that died of it is dropped with its pipes
+        # still open, and if the garbage collector finalises it only after asyncio.run has closed the loop,
+        # its transport's __del__ prints a traceback ("Event loop is closed") under the brief message. Collect
+        # now, while the loop runs, so each one closes quietly.
+        gc.collect()
     if interrupted:
         raise KeyboardInterrupt
     return results
