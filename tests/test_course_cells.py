@@ -340,9 +340,30 @@ def test_no_docstring_of_a_hidden_test_is_a_message_or_reaches_the_chinese_editi
     assert not any(text in chinese for text in secret)
 
 
-def test_a_test_cells_hidden_helper_docstring_is_never_extracted(tmp_path):
+def test_every_docstring_a_chinese_exercise_shows_is_chinese():
+    """Exercise 07's weight loader, a plain cell of given code, showed its English docstring in the Chinese
+    notebook (sixth review, item 80): every docstring of a Chinese exercise's code, the learner's functions, the
+    tests' helpers and the given code alike, holds Chinese and its cell still parses."""
+    import ast
+
+    from autograder.course.i18n.docstring_text import docstrings
+    from autograder.course.notebooks import SETUP_CELL_MARKERS
+
+    english = []
+    for path in sorted((ROOT / "zh" / "exercises").glob("*/*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code" and not cell.source.lstrip().startswith(SETUP_CELL_MARKERS):
+                ast.parse(cell.source)
+                english += [f"{path.name}: {body[:60]!r}" for body in docstrings(cell.source)
+                            if not re.search(r"[\u4e00-\u9fff]", body)]
+    assert not english, english
+
+
+def test_a_test_cells_hidden_helper_docstring_is_never_extracted_and_given_codes_is(tmp_path):
     """The extraction (course/i18n/docstring_text.py ``test_docstrings``) reads a test cell's visible part only: a
-    helper defined between the hidden markers keeps its docstring out of every catalogue."""
+    helper defined between the hidden markers keeps its docstring out of every catalogue. An exercise's given code
+    (a plain cell, such as exercise 07's weight loader) is read by the learner, so its docstrings are messages; a
+    chapter's are not, nor the setup cell's."""
     from autograder.course.i18n.docstring_text import test_docstrings
     from autograder.course.i18n.extract import Page
     from autograder.engine.plan import HIDDEN_BEGIN, HIDDEN_END
@@ -354,10 +375,15 @@ def test_a_test_cells_hidden_helper_docstring_is_never_extracted(tmp_path):
     test.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": 1, "grade_id": "t"}
     answer = nbformat.v4.new_code_cell('def f():\n    """What a learner reads."""')
     answer.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False, "grade_id": "a"}
-    nb.cells = [test, answer, nbformat.v4.new_code_cell('def demo():\n    """Not a test\'s."""')]
+    given = nbformat.v4.new_code_cell('def load(model):\n    """Copy the weights into a model."""')
+    setup = nbformat.v4.new_code_cell('# Setup: the course\ndef install():\n    """Not the edition\'s own."""')
+    nb.cells = [setup, test, answer, given]
     nbformat.write(nb, tmp_path / "ex.ipynb")
     page = Page("exercises/ex", tmp_path / "ex.ipynb")
-    assert test_docstrings(page) == [], "the visible one is the solution's already; the hidden one is never read"
-    nb.cells[1].source = 'def f():\n    """Another."""'
+    assert test_docstrings(page) == ["Copy the weights into a model."], (
+        "the test's visible one is the solution's already; the hidden one and the setup cell's are never read")
+    assert test_docstrings(Page("book/ex", tmp_path / "ex.ipynb")) == [], "a chapter's given code is not an exercise"
+    nb.cells[2].source = 'def f():\n    """Another."""'
     nbformat.write(nb, tmp_path / "ex2.ipynb")
-    assert test_docstrings(Page("exercises/ex2", tmp_path / "ex2.ipynb")) == ["What a learner reads."]
+    assert test_docstrings(Page("exercises/ex2", tmp_path / "ex2.ipynb")) == ["What a learner reads.",
+                                                                               "Copy the weights into a model."]

@@ -1,10 +1,11 @@
-"""The docstrings of the notebooks' code (the functions a learner writes, the helpers of the visible tests): read,
-removed and translated without touching the code."""
+"""The docstrings of the notebooks' code (the functions a learner writes, the helpers of the visible tests, an
+exercise's given code): read, removed and translated without touching the code."""
 
 from __future__ import annotations
 
 from autograder.core.files import read_notebook
 from autograder.course.i18n.extract import Page
+from autograder.course.notebooks import SETUP_CELL_MARKERS
 from autograder.engine.cells import docstring_offsets, fits_quotes
 from autograder.engine.plan import hidden_spans
 
@@ -69,15 +70,21 @@ def solution_docstrings(page: Page) -> list[str]:
 
 
 def test_docstrings(page: Page) -> list[str]:
-    """The distinct docstrings of the visible part of a notebook's test and locked cells (the helpers a test
-    defines, which a learner reads) that no solution cell has, in order; never one inside a hidden-test region
-    (``### BEGIN HIDDEN TESTS`` to ``### END HIDDEN TESTS``), so no catalogue that ships holds one."""
+    """The distinct docstrings that a learner reads in an exercise's code besides the solution cells', in order:
+    of the visible part of its test and locked cells (the helpers a test defines) and of its given code (the
+    plain cells that load weights or define helpers the parts use), that no solution cell has; never one
+    inside a hidden-test region (``### BEGIN HIDDEN TESTS`` to ``### END HIDDEN TESTS``), so no catalogue that
+    ships holds one, nor one of the setup cell (the Chinese edition has its own). A chapter's given code keeps
+    its docstrings: only an exercise (``exercises/...``) is code a learner works in."""
     if not page.is_notebook:
         return []
+    exercise = page.docname.startswith("exercises/")
     found: dict[str, None] = {}
     for cell in read_notebook(page.path).cells:
         meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and not meta.get("solution") and (meta.get("grade") or meta.get("locked")):
+        tested = meta.get("grade") or meta.get("locked")
+        given = exercise and not cell.source.lstrip().startswith(SETUP_CELL_MARKERS)
+        if cell.cell_type == "code" and not meta.get("solution") and (tested or given):
             hidden = hidden_spans(cell.source)
             for start, end, _ in docstring_offsets(cell.source):
                 if not any(h_start <= start < h_end for h_start, h_end in hidden):
