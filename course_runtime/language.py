@@ -35,6 +35,7 @@ Only the standard library is needed to read the catalogues (this runs in a learn
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import hashlib
 import os
@@ -704,19 +705,39 @@ def _install_progress(language: str) -> bool:
     return True
 
 
+#: The errors a kernel shows in the language in force. The course's own (a failed ``assert``, the stub's
+#: NotImplementedError, a ShortcutError) are translated as the grader translates them; those that the code an
+#: exercise gives raises (exercise 04's ``ValueError(f"d_model={d_model} must be divisible by
+#: n_heads={n_heads}")``) only where the catalogue knows the whole message, so that PyTorch's own ValueError is
+#: never half translated. ``i18n update`` extracts the message of every ``raise`` of these classes in the
+#: released exercises' code, and a test holds every class the exercises raise to this list.
+COURSE_ERRORS = ("AssertionError", "NotImplementedError", "ShortcutError")
+GIVEN_CODE_ERRORS = ("ValueError",)
+
+
 def _install_tracebacks(language: str, ipython) -> bool:
-    """Show a failed ``assert``'s message (and the stub's NotImplementedError, a ShortcutError) translated."""
+    """Show the message of a failed ``assert``, of the stub's NotImplementedError, of a ShortcutError and of an
+    error the given code raises (:data:`GIVEN_CODE_ERRORS`) translated."""
     if ipython is None:
         return False
     from course_runtime.errors import ShortcutError
 
+    course = (AssertionError, NotImplementedError, ShortcutError)
+    given = tuple(getattr(builtins, name) for name in GIVEN_CODE_ERRORS)
+
     def handler(shell, etype, value, tb, tb_offset=None):
         if value.args and isinstance(value.args[0], str):
-            value.args = (translate_message(value.args[0]),) + tuple(value.args[1:])
+            said = value.args[0]
+            if isinstance(value, course):
+                said = translate_message(said)
+            else:           # a reading that leaves English words is no translation of the whole
+                found = catalogue("messages", get_language())._lookup(said.strip())
+                said = found.translation if found is not None and not found.left else said
+            value.args = (said,) + tuple(value.args[1:])
         # IPython does not show what a custom handler returns: show it as it shows any error.
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
-    ipython.set_custom_exc((AssertionError, NotImplementedError, ShortcutError), handler)
+    ipython.set_custom_exc(course + given, handler)
     return True
 
 

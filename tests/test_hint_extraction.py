@@ -5,6 +5,7 @@ none of those forms, so ``test_every_message_a_chinese_learner_can_be_shown_is_c
 and those exercises' classic wrong answers fail with a hint a Chinese kernel shows in Chinese."""
 
 import ast
+import re
 
 from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.course.i18n import extract, runtime_text
@@ -105,14 +106,6 @@ _NOT_SHOWN = {
     "A cat sleeps.": "an input sentence of MiniLM",
     "{value / 2 ** 30:.2f} GiB": "a number and its unit",
     "same buffers": "a key of a dict the test reads",
-    # ValueError of code the exercise gives: a Chinese kernel translates assertions, the stub's
-    # NotImplementedError and ShortcutError (course_runtime/language.py:_install_tracebacks), not these
-    "d_model={d_model} must be divisible by n_heads={n_heads}": "a ValueError of the given code",
-    "the cache holds {self.max_len} positions; {self.length} are used and {k_new.shape[2]} more do not fit":
-        "a ValueError of the given code",
-    "the cache stores keys of shape (batch_size, n_kv_heads, T_new, head_dim) = ({self.k.shape[1]}, "
-    "{self.k.shape[2]}, T_new, {self.k.shape[4]}), got {tuple(k_new.shape)}: store the n_kv_heads key and value "
-    "heads, before repeating them": "a ValueError of the given code",
     "Tiny Shakespeare could not be loaded, so the cells below train on {corpus} instead. The reason: {error}":
         "printed through textwrap.fill, whose wrapped lines no entry matches",
 }
@@ -253,3 +246,103 @@ def test_the_guards_refusal_at_a_kernel_reads_chinese_with_and_without_the_funct
         chinese = translate_message(testing._kernel_message(dotted_name, public, reason), "zh_CN")
         assert chinese.startswith("请自己实现：") and not _english_sentences(chinese), chinese
         assert dotted_name in chinese and ("所计算的内容" in chinese) == (dotted_name != public), chinese
+
+
+# --- The errors the exercises' given code raises, as a Chinese kernel shows them ----------------------
+
+
+def _raised_messages():
+    """(exercise, exception class, message node) of every ``raise X(message)`` in a released exercise's code
+    whose message is words (a literal or an f-string, not a name such as ``raise ValueError(mistake)``)."""
+    found = []
+    for page in extract.pages(REPO_ROOT):
+        if page.is_notebook and page.docname.startswith("exercises/"):
+            for cell in read_notebook(page.path).cells:
+                tree = parse_cell(cell.source) if cell.cell_type == "code" else None
+                for node in ast.walk(tree) if isinstance(tree, ast.AST) else []:
+                    if (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args
+                            and isinstance(node.exc.args[0], (ast.Constant, ast.JoinedStr))):
+                        found.append((page.docname, getattr(node.exc.func, "id", "?"), node.exc.args[0]))
+    return found
+
+
+def test_every_error_an_exercise_raises_is_translated_by_a_chinese_kernel():
+    """Every class the exercises' code raises with a message is one a Chinese kernel shows translated (a
+    given ``raise TypeError("...")`` fails here until ``course_runtime.language`` lists it), and every such
+    message has a Chinese entry (review 6, item 74: exercise 04's given ``__init__`` said its ValueError in
+    English)."""
+    from course_runtime.language import COURSE_ERRORS, GIVEN_CODE_ERRORS
+
+    raised = _raised_messages()
+    assert any(kind == "ValueError" for _, kind, _ in raised)          # the check sees the given code's errors
+    assert [(page, kind) for page, kind, _ in raised if kind not in COURSE_ERRORS + GIVEN_CODE_ERRORS] == []
+    from autograder.course.i18n.catalogues import read_catalogue
+
+    entries = {m.id: m.string for m in read_catalogue(runtime_text.runtime_catalogue_path("messages")) if not m.fuzzy}
+    given = [(page, runtime_text._string_value(node)[0]) for page, kind, node in raised if kind in GIVEN_CODE_ERRORS]
+    assert [(page, text) for page, text in given if not entries.get(text)] == []
+
+
+class _Shell:
+    """What the traceback handler is given by IPython: it records the error it is asked to show."""
+
+    def __init__(self):
+        self.shown = []
+
+    def set_custom_exc(self, classes, handler):
+        self.classes, self.handler = classes, handler
+
+    def showtraceback(self, exc_tuple, tb_offset=None):
+        self.shown.append(exc_tuple[1])
+
+
+def _shown_by_a_chinese_kernel(error: BaseException) -> str:
+    from course_runtime import language
+
+    shell = _Shell()
+    assert language._install_tracebacks(language.CHINESE, shell)
+    assert isinstance(error, shell.classes)
+    previous = language._chosen
+    language._chosen = language.CHINESE
+    try:
+        shell.handler(shell, type(error), error, None)
+    finally:
+        language._chosen = previous
+    return str(shell.shown[-1])
+
+
+def _given_code(path: str, name: str):
+    """The class ``name`` of a Chinese exercise, defined by running the code cell that defines it here."""
+    import torch
+    import torch.nn as nn
+
+    cell = next(c for c in read_notebook(REPO_ROOT / path).cells
+                if c.cell_type == "code" and re.search(rf"^class {name}\b", c.source, re.MULTILINE))
+    namespace = {"torch": torch, "nn": nn}
+    exec(cell.source, namespace)
+    return namespace[name]
+
+
+def test_a_chinese_kernel_shows_the_given_codes_errors_in_chinese_and_leaves_pytorchs_alone():
+    """Exercise 04's given ``__init__`` and exercise 12's given cache raise their ValueError; a Chinese kernel's
+    traceback shows each message Chinese, its numbers kept, no English sentence left; a ValueError the
+    catalogue does not know whole (PyTorch's, a learner's) is shown exactly as raised."""
+    import torch
+
+    attention = _given_code(_E04, "MultiHeadAttention")
+    cache_class = _given_code("zh/exercises/12-llama-style-gpt/llama_style_gpt.ipynb", "KVCache")
+    cache = cache_class(n_layers=1, batch_size=2, max_len=4, n_kv_heads=3, head_dim=5)
+    errors = []
+    for make in (lambda: attention(30, 4), lambda: cache.update(0, torch.zeros(2, 3, 5, 5), torch.zeros(2, 3, 5, 5)),
+                 lambda: cache.update(0, torch.zeros(2, 6, 1, 5), torch.zeros(2, 6, 1, 5))):
+        try:
+            make()
+        except ValueError as error:
+            errors.append((str(error), _shown_by_a_chinese_kernel(error)))
+    assert len(errors) == 3, errors
+    for english, chinese in errors:
+        assert chinese != english and sorted(re.findall(r"\d+", chinese)) == sorted(re.findall(r"\d+", english)), chinese
+        assert re.search(r"[\u4e00-\u9fff]", chinese) and not _english_sentences(chinese), chinese
+    for foreign in ("not enough values to unpack (expected 2, got 3)",
+                    "d_model=30 must be divisible by n_heads=4, and the heads must be even"):
+        assert _shown_by_a_chinese_kernel(ValueError(foreign)) == foreign

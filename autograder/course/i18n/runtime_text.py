@@ -11,6 +11,7 @@ from autograder.core.files import REPO_ROOT, read_notebook
 from autograder.course.i18n.catalogues import catalogue_template, read_catalogue, write_catalogue
 from autograder.course.i18n.extract import LANGUAGE, pages
 from autograder.engine.cells import parse_cell
+from course_runtime.language import COURSE_ERRORS, GIVEN_CODE_ERRORS
 
 
 #
@@ -326,9 +327,11 @@ def _is_words(text: str) -> bool:
     return re.search(r"[A-Za-z]{2,}", plain) is not None and not identifier and "://" not in text
 
 
-def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]:
+def code_strings(sources: list[str], *, figures: bool,
+                 raised: tuple[str, ...] = COURSE_ERRORS + GIVEN_CODE_ERRORS) -> list[tuple[str, bool]]:
     """The strings that code shows: on figures, widgets and progress bars (``figures=True``), or in test
-    messages (``assert`` messages, ``raise`` messages, ``hint=`` and ``mistakes=`` of the checks and
+    messages (``assert`` messages, the messages of a ``raise`` of the classes ``raised`` (those a Chinese kernel
+    translates: ``course_runtime.language``'s ``COURSE_ERRORS`` and ``GIVEN_CODE_ERRORS``), ``hint=`` and ``mistakes=`` of the checks and
     ``forbid_shortcuts``' ``reason=``, and the ``name=`` labels of the checks and ``explain_errors``'
     ``call=`` that are phrases, not code: :func:`_is_code`, or English words: :func:`_label_words`).
     ``sources`` are read as one program (a page's cells): a string reaches a figure through the names
@@ -352,7 +355,7 @@ def code_strings(sources: list[str], *, figures: bool) -> list[tuple[str, bool]]
                 if isinstance(node, ast.Assert) and node.msg is not None:
                     candidates.append(node.msg)
                 elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
-                    if getattr(node.exc.func, "id", "") in ("AssertionError", "NotImplementedError", "ShortcutError"):
+                    if getattr(node.exc.func, "id", "") in raised:
                         candidates.append(node.exc.args[0])
                 elif isinstance(node, ast.Call):
                     candidates += [k.value for k in node.keywords if k.arg in _MESSAGE_KEYWORDS]
@@ -587,7 +590,10 @@ def runtime_messages(root: Path = REPO_ROOT) -> dict[str, list]:
             figures.setdefault(text, is_pattern)
     messages: dict[str, bool] = {}
     stub = ['raise NotImplementedError("replace this line with your code")']
-    for sources in [module("course_runtime/testing.py")] + _page_code(root, False) + [stub]:
+    # testing.py's own ValueError and TypeError tell a test's author that a check is misused: not translated
+    for text, is_pattern in code_strings(module("course_runtime/testing.py"), figures=False, raised=COURSE_ERRORS):
+        messages.setdefault(text, is_pattern)
+    for sources in _page_code(root, False) + [stub]:
         for text, is_pattern in code_strings(sources, figures=False):
             messages.setdefault(text, is_pattern)
     printed = runtime_prints(root)
