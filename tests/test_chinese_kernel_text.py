@@ -90,7 +90,7 @@ def test_a_chinese_kernel_prints_the_test_cells_lines_in_chinese_and_an_english_
     for grade_id in ("test_answer_q1", "test_answer_q2", "test_answer_q3"):
         value = _printed(english, grade_id).removeprefix("Answer recorded: ")
         assert _printed(english, grade_id).startswith("Answer recorded: ") and value.strip()
-        assert _printed(chinese, grade_id) == "记录的答案是 " + value         # the answer itself as printed
+        assert _printed(chinese, grade_id) == "答案已记录为 " + value         # the answer itself as printed
     learner = {c.metadata["test"]: _stdout(c) for c in chinese.cells if "test" in c.metadata}
     assert learner["own stream"] == "'Part A: visible tests passed. 3\\n'\nB 部分：可见测试通过。\n"
     assert learner["redirected"] == "'Part C: visible tests passed.\\n'\n"
@@ -184,7 +184,7 @@ def test_a_hint_passed_by_position_reaches_a_chinese_learner_in_chinese(tmp_path
     errors = [o for o in exercise.cells[-1].outputs if o.get("output_type") == "error"]
     assert errors and errors[0]["ename"] == "AssertionError", exercise.cells[-1].outputs
     message = errors[0]["evalue"]
-    assert "\n提示：x[perm] 重排的是第一维，而这里它是批次维" in message, message
+    assert "\n提示：x[perm] 重排的是第一维，而这里它是批量维" in message, message
     assert "Hint" not in message and "reorders" not in message, message
 
 
