@@ -730,10 +730,12 @@ def _install_tracebacks(language: str, ipython) -> bool:
             said = value.args[0]
             if isinstance(value, course):
                 said = translate_message(said)
-            else:           # a reading that leaves English words is no translation of the whole
+            elif len(said) <= PRINTED_LONGEST:     # a learner's 10 MB message is passed on without a look
+                # a reading that leaves English words is no translation of the whole
                 found = catalogue("messages", get_language())._lookup(said.strip())
                 said = found.translation if found is not None and not found.left else said
-            value.args = (said,) + tuple(value.args[1:])
+            if said != value.args[0]:
+                value.args = (said,) + tuple(value.args[1:])
         # IPython does not show what a custom handler returns: show it as it shows any error.
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
