@@ -15,7 +15,7 @@ from autograder.core.files import list_assignments
 from course_runtime.checked_builtins import module_allowed
 
 ASSIGNMENTS = list_assignments(REPO_ROOT)
-EDITIONS = {"en": ("exercises", "What grading checks"), "zh_CN": ("zh/exercises", "批改时查什么")}
+EDITIONS = {"en": ("exercises", "What grading checks"), "zh_CN": ("zh/exercises", "批改时检查哪些内容")}
 
 
 def _notebooks() -> list[tuple[str, Path]]:
