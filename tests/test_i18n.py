@@ -649,7 +649,7 @@ def test_terms_yml_finds_the_fourth_reviews_old_forms_and_passes_the_chosen_ones
         problems = reader_checks.term_problems(text + "。", terms)
         assert any(f"(write {chosen} for" in problem for problem in problems), (text, problems)
     assert not reader_checks.term_problems(
-        "被掩蔽的键得到零权重，整行都被掩蔽的查询输出零；施加掩码之后再做 softmax。掩码语言模型遮盖输入词元。"
+        "被掩蔽的键得到零权重，整行都被掩蔽的查询输出零；施加掩码之后再做 softmax。掩蔽语言模型掩蔽一部分输入词元。"
         "模型维度 384，头维度 64，`True` 表示可以关注。批改时还会运行更多测试，这一题不计分。PyTorch 的分发器；"
         "损失停在平台期，学习平台把这次提交记为迟交。", terms)
 
@@ -801,7 +801,7 @@ def test_terms_that_had_several_forms_have_one():
     tensor's axis, 堆叠 not the data structure 堆栈, 验证集 for held-out data)."""
     chosen = {t["en"]: t["zh"] for t in reader_checks.load_terms(ROOT)["terms"]}
     for english, chinese in {"prompt": "提示词", "interleaved pairing": "相邻配对", "nats": "奈特",
-                             "learned positional embedding": "可学习位置嵌入", "dilation": "扩张率",
+                             "learned positional embedding": "可学习位置嵌入", "dilation": "空洞率",
                              "to mask": "施加掩码", "the course library": "课程库",
                              "Question N (an exercise's review question)": "第 N 题", "hidden state": "隐藏状态",
                              "Llama 2": "Llama 2", "layer normalization": "层规范化", "batch normalization": "批量规范化",
@@ -810,13 +810,14 @@ def test_terms_that_had_several_forms_have_one():
                              "beam size": "束宽", "instructor": "老师", "GPU kernel": "核函数",
                              "dimension (axis) of a tensor": "维", "stack (of layers)": "堆叠",
                              "held-out data": "验证集", "visible tests": "可见测试", "logits": "logits",
-                             "masked language model": "掩码语言模型", "Pre-LN": "前置层规范化", "RMSNorm": "均方根规范化",
+                             "masked language model": "掩蔽语言模型", "Pre-LN": "Pre-LN", "RMSNorm": "RMSNorm",
+                             "batch": "批量", "roofline model": "Roofline 模型",
                              "base (RoPE's θ)": "底数", "matrix multiplication": "矩阵乘法", "autograd": "自动求导"}.items():
         assert chosen.get(english) == chinese, f"terms.yml: {english} should be {chinese}, is {chosen.get(english)}"
     pages = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "zh").rglob("*.ipynb"))
     for avoided in ("本库", "膨胀率", "交错配对", "整个提示在", "可学习的绝对位置", "隐状态", "层归一化", "毕业项目",
                     "句向量", "编码器–解码器", "核过滤", "词元编号", "如何批改", "融合内核", "均方根归一化",
-                    "被挡住", "词元 id", "堆栈", "训练配方", "留出部分", "连续卷积", "16 位数（"):
+                    "被挡住", "扩张率", "GPU 核函数", "批次", "词元 id", "堆栈", "训练配方", "留出部分", "连续卷积", "16 位数（"):
         assert avoided not in pages, f"a Chinese page still says {avoided}"
 
 
@@ -832,6 +833,9 @@ def test_the_english_edition_shows_the_chinese_names_terms_yml_chose():
     entries = re.findall(r"(?m)^(\S[^\n]*)\n  \*\*([^*]+)\*\* — ", glossary)
     assert len(entries) > 100, "the glossary's entries are no longer `term` / `  **中文** — definition`"
     named = {english: chinese for english, chinese in entries if english.lower() in chosen}
+    kept = {t["en"].lower() for t in terms if t["zh"] == t["en"] and "gloss_as" not in t}
+    named = {english: re.sub(r"（[^（）]*）$", "", chinese) if english.lower() in kept else chinese
+             for english, chinese in named.items()}   # a name kept in English says what it is: **Pre-LN**（前置层规范化）
     assert {"logits", "layer normalization", "Pre-LN", "RMSNorm", "backpropagation through time"} <= set(named)
     wrong = [f"{english}: {chinese}, terms.yml says {chosen[english.lower()]}"
              for english, chinese in named.items() if chinese != chosen[english.lower()]]

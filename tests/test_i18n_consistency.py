@@ -76,13 +76,13 @@ def test_the_check_names_a_rule_worded_two_ways_and_lets_the_notebook_name_diffe
 def test_terms_yml_finds_the_fifth_reviews_mixed_forms_and_passes_the_chosen_ones():
     terms = [dict(t, gloss=False) for t in reader_checks.load_terms(REPO_ROOT)["terms"]]
     old = {"训练每个词元的开销为 $6N$ FLOPs。": "浮点运算次数", "每次乘加计为 2 FLOPs。": "浮点运算次数",
-           "众所周知，后置层规范化的 Transformer 会发散。": "后置层规范化",
-           "GPT-2 采用前置层规范化块。": "前置层规范化", "从 GPU 内存中读取全部权重。": "显存",
-           "暂退法比率为 0.2。": "暂退法", "输入词元的 logit 更高。": "logits", "沿批量维做了规范化。": "批次"}
+           "众所周知，后置层规范化的 Transformer 会发散。": "Post-LN",
+           "GPT-2 采用前置层规范化块。": "Pre-LN", "从 GPU 内存中读取全部权重。": "显存",
+           "暂退法比率为 0.2。": "暂退法", "输入词元的 logit 更高。": "logits", "沿批次维做了规范化。": "批量"}
     for text, chosen in old.items():
         problems = reader_checks.term_problems(reader_checks.visible_prose(text), terms)
         assert any(f"(write {chosen} for" in problem for problem in problems), (text, problems)
     chosen = ("训练每个词元的开销为 $6N$ 次浮点运算，即模型算力利用率（model FLOPs utilization）的分子；"
-              "实际达到 2 TFLOP/s。区分 Post-LN 与 Pre-LN；采用前置层规范化（Pre-LN）的块。从显存中读取权重，"
-              "暂退概率为 0.2。输入词元的 logits 值更高，`logit_scale` 与 logits 都不变。沿批次维做批量规范化。")
+              "实际达到 2 TFLOP/s。区分 Post-LN 与 Pre-LN；采用 Pre-LN（前置层规范化：先规范化再进入子层）的块。从显存中读取权重，"
+              "暂退概率为 0.2。输入词元的 logits 值更高，`logit_scale` 与 logits 都不变。沿批量维做批量规范化。")
     assert not reader_checks.term_problems(reader_checks.visible_prose(chosen), terms)
