@@ -1,10 +1,11 @@
 """Honest learners who write unusual but fair code, and three hostile ones, graded through the real
 command line in one batch (issue 27, item 6).
 
-Each honest variant starts from a released exercise (English ``exercises/`` or Chinese ``zh/exercises/``),
+Each honest style starts from a released exercise (English ``exercises/`` or Chinese ``zh/exercises/``),
 fills every solution cell with the course's answer from ``solutions/`` and changes one part to a style a
-name-matching source check used to punish: a helper method named like a switched-off function, getattr /
-setattr loops over computed names on ``self``, ``model.train()`` in a train step, ``.decode()`` /
+name-matching source check used to punish (one learner per assignment writes all its styles in one
+notebook, so that each assignment runs once or twice, not once per style): a helper method named like a
+switched-off function, getattr / setattr loops over computed names on ``self``, ``model.train()`` in a train step, ``.decode()`` /
 ``.generate()`` methods of the learner's own objects, ``x.grad`` reads, a top-level comparison with the
 built-in the part replaces (in the same cell or in an extra one), an extra helper cell with ``torch.cat``,
 parameters named ``input`` / ``vars`` / ``compile``, the Chinese edition (two assignments of one learner;
@@ -364,58 +365,94 @@ assert _out.shape == (1, 5)
 '''
 
 
-def _honest() -> dict[str, tuple[str, str]]:
-    """student -> (assignment, notebook text)."""
-    # The assignments these variants change, by number, from the folders: a later assignment adds none.
+def _styles() -> dict[str, tuple[str, dict]]:
+    """style -> (assignment, what :func:`notebook` changes for it: ``changes``, ``extra``, ``before``, ``pin``)."""
+    # The assignments these styles change, by number, from the folders: a later assignment adds none.
     numbered = {int(name.split("-")[0]): name for name in NOTEBOOKS}
     a01, a02, a03, a04, a05, a06, a07, a08, a09, a10, a11 = (numbered[n] for n in range(1, 12))
-    variants = {
-        "v01-grad-read": (a01, notebook(a01, extra=[GRAD_DEMO])),
-        "v01-grad-same-cell": (a01, notebook(a01, {"rnn_forward": _answers(a01)["rnn_forward"] + "\n\n" + GRAD_DEMO})),
-        "v02-softmax-method": (a02, notebook(a02, {"stable_softmax": SOFTMAX_METHOD})),
-        "v02-setattr-loops": (a02, notebook(a02, {"self_attention_module": SELF_ATTENTION_LOOPS})),
-        "v02-check-same-cell": (a02, notebook(a02, {"stable_softmax": _answers(a02)["stable_softmax"] + "\n\n" + SOFTMAX_CHECK})),
-        "v02-check-extra-cell": (a02, notebook(a02, extra=[SOFTMAX_CHECK])),
-        "v02-input-vars-compile": (a02, notebook(a02, {"project_qkv": PROJECT_INPUT})),
-        "v02-pinned-release": (a02, notebook(a02, pin="v2026.1.0")),
-        "v03-input-vars-compile": (a03, notebook(a03, {"masked_attention": MASKED_COMPILE})),
-        "v04-getattr-forward": (a04, notebook(a04, {"multi_head_attention":
-            _answers(a04)["multi_head_attention"].split("    def forward")[0] + MHA_LOOPS})),
-        "v04-check-same-cell": (a04, notebook(a04, {"multi_head_attention": _answers(a04)["multi_head_attention"] + "\n\n" + MHA_CHECK})),
-        "v04-check-extra-cell": (a04, notebook(a04, extra=[MHA_CHECK])),
-        "v04-input-vars": (a04, notebook(a04, {"split_heads": SPLIT_INPUT})),
-        "v05-layer-norm-method": (a05, notebook(a05, {"layer_norm": LAYER_NORM_METHOD})),
-        "v05-setattr-loops": (a05, notebook(a05, {"feed_forward": FEED_FORWARD_LOOPS})),
-        "v06-apply-rope-method": (a06, notebook(a06, {"rope": ROPE_METHOD_06})),
-        "v06-pinned-release": (a06, notebook(a06, pin="v2026.1.0")),
-        "v07-setattr-loops": (a07, notebook(a07, {"decoder_block": DECODER_LOOPS})),
-        "v07-decode-method": (a07, notebook(a07, {"beam_search": BEAM_DECODE})),
-        "v07-check-same-cell": (a07, notebook(a07, {"top_k_probs": _answers(a07)["top_k_probs"] + TOP_K_CHECK})),
-        "v07-check-extra-cell": (a07, notebook(a07, extra=[TOP_K_CHECK])),
-        "v08-cat-helper-cell": (a08, notebook(a08, {"cached_attention_step": _replace(
+    return {
+        "v01-grad-read": (a01, {"extra": [GRAD_DEMO]}),
+        "v01-grad-same-cell": (a01, {"changes": {"rnn_forward": _answers(a01)["rnn_forward"] + "\n\n" + GRAD_DEMO}}),
+        "v02-softmax-method": (a02, {"changes": {"stable_softmax": SOFTMAX_METHOD}}),
+        "v02-setattr-loops": (a02, {"changes": {"self_attention_module": SELF_ATTENTION_LOOPS}}),
+        "v02-check-same-cell": (a02, {"changes": {"stable_softmax": _answers(a02)["stable_softmax"] + "\n\n" + SOFTMAX_CHECK}}),
+        "v02-check-extra-cell": (a02, {"extra": [SOFTMAX_CHECK]}),
+        "v02-input-vars-compile": (a02, {"changes": {"project_qkv": PROJECT_INPUT}}),
+        "v02-pinned-release": (a02, {"pin": "v2026.1.0"}),
+        "v03-input-vars-compile": (a03, {"changes": {"masked_attention": MASKED_COMPILE}}),
+        "v04-getattr-forward": (a04, {"changes": {"multi_head_attention":
+            _answers(a04)["multi_head_attention"].split("    def forward")[0] + MHA_LOOPS}}),
+        "v04-check-same-cell": (a04, {"changes": {"multi_head_attention": _answers(a04)["multi_head_attention"] + "\n\n" + MHA_CHECK}}),
+        "v04-check-extra-cell": (a04, {"extra": [MHA_CHECK]}),
+        "v04-input-vars": (a04, {"changes": {"split_heads": SPLIT_INPUT}}),
+        "v05-layer-norm-method": (a05, {"changes": {"layer_norm": LAYER_NORM_METHOD}}),
+        "v05-setattr-loops": (a05, {"changes": {"feed_forward": FEED_FORWARD_LOOPS}}),
+        "v06-apply-rope-method": (a06, {"changes": {"rope": ROPE_METHOD_06}}),
+        "v06-pinned-release": (a06, {"pin": "v2026.1.0"}),
+        "v07-setattr-loops": (a07, {"changes": {"decoder_block": DECODER_LOOPS}}),
+        "v07-decode-method": (a07, {"changes": {"beam_search": BEAM_DECODE}}),
+        "v07-check-same-cell": (a07, {"changes": {"top_k_probs": _answers(a07)["top_k_probs"] + TOP_K_CHECK}}),
+        "v07-check-extra-cell": (a07, {"extra": [TOP_K_CHECK]}),
+        "v08-cat-helper-cell": (a08, {"changes": {"cached_attention_step": _replace(
             a08, "cached_attention_step", "return out.transpose(1, 2).reshape(batch, n_new, d_model) @ w_o",
-            "return merge_head_outputs(out) @ w_o")}, before={"cached_attention_step": CAT_HELPER})),
-        "v09-input-vars-compile": (a09, notebook(a09, {"online_softmax": ONLINE_INPUT})),
-        "v10-train-eval-modes": (a10, notebook(a10, {"train_step": _replace(
+            "return merge_head_outputs(out) @ w_o")}, "before": {"cached_attention_step": CAT_HELPER}}),
+        "v09-input-vars-compile": (a09, {"changes": {"online_softmax": ONLINE_INPUT}}),
+        "v10-train-eval-modes": (a10, {"changes": {"train_step": _replace(
             a10, "train_step", "    _, loss = model(x, y)\n",
             "    was_training = model.training\n    model.train()\n    _, loss = model(x, y)\n").replace(
-            "    return loss.item()", "    if not was_training:\n        model.eval()\n    return loss.item()")})),
-        "v10-pinned-release": (a10, notebook(a10, pin="v2026.1.0")),
-        "v10-checkpoint-mfu-sweep-styles": (a10, notebook(a10, {"save_checkpoint": CHECKPOINT_NESTED,
-                                                               "matmul_weights": MFU_EVERY_STEP_SYNCED,
-                                                               "final_loss": SWEEP_SCATTER})),
-        "v11-apply-rope-method": (a11, notebook(a11, {"attention": _replace(
+            "    return loss.item()", "    if not was_training:\n        model.eval()\n    return loss.item()")}}),
+        "v10-pinned-release": (a10, {"pin": "v2026.1.0"}),
+        "v10-checkpoint-mfu-sweep-styles": (a10, {"changes": {"save_checkpoint": CHECKPOINT_NESTED,
+                                                             "matmul_weights": MFU_EVERY_STEP_SYNCED,
+                                                             "final_loss": SWEEP_SCATTER}}),
+        "v11-apply-rope-method": (a11, {"changes": {"attention": _replace(
             a11, "attention", "            q, k = rope(q, positions), rope(k, positions)\n",
             "            q, k = self.apply_rope(q, positions), self.apply_rope(k, positions)\n")
-            + "\n    def apply_rope(self, t, positions):\n        return rope(t, positions)\n"})),
-        "v11-generate-method": (a11, notebook(a11, {"gpt": _answers(a11)["gpt"]
+            + "\n    def apply_rope(self, t, positions):\n        return rope(t, positions)\n"}}),
+        "v11-generate-method": (a11, {"changes": {"gpt": _answers(a11)["gpt"]
             + "\n    def generate(self, idx, max_new_tokens, **options):\n"
-              "        return generate(self, idx, max_new_tokens, **options)\n"}, extra=[GENERATE_CALL])),
+              "        return generate(self, idx, max_new_tokens, **options)\n"}, "extra": [GENERATE_CALL]}),
     }
+
+
+def _learner(style: str) -> str:
+    """The learner who hands in ``style``: one learner per assignment writes all of that assignment's
+    styles in one notebook (each style is its own cell, or its own part of the setup), and a second one
+    the styles that change a cell the first already changed; a notebook is graded once, so a style
+    costs no full run of its assignment of its own (issue 33)."""
+    assignment = style.split("-")[0]
+    return f"{assignment}-second" if style in SECOND else f"{assignment}-styles"
+
+
+# The styles that change the same graded cell as another style of their assignment.
+SECOND = {"v02-check-same-cell", "v04-check-same-cell"}
+
+
+def _merged(styles: list[str]) -> tuple[str, str]:
+    """(assignment, notebook text) for one learner who writes every style of ``styles`` (one assignment,
+    no graded cell changed twice)."""
+    specs = [_styles()[style] for style in styles]
+    assignment = specs[0][0]
+    changes, extra, before, pin = {}, [], {}, None
+    for style, (other, spec) in zip(styles, specs):
+        assert other == assignment and not set(spec.get("changes", {})) & set(changes), style
+        changes.update(spec.get("changes", {}))
+        extra += spec.get("extra", [])
+        before.update(spec.get("before", {}))
+        pin = spec.get("pin", pin)
+    return assignment, notebook(assignment, changes, extra=extra, before=before, pin=pin)
+
+
+def _honest() -> dict[str, tuple[str, str]]:
+    """learner -> (assignment, notebook text): the honest styles, merged per learner, and the Chinese class."""
+    learners: dict[str, list[str]] = {}
+    for style in _styles():
+        learners.setdefault(_learner(style), []).append(style)
+    variants = {learner: _merged(styles) for learner, styles in learners.items()}
     # One learner of the Chinese class hands in two assignments, every answer right. Every assignment's
     # Chinese edition with the answers typed in is graded by tests/test_notebooks.py's round trip, which
     # also asks for no flag: grading all of them here again would double the most expensive kernels.
-    for assignment in (a01, a02):
+    for assignment in sorted(NOTEBOOKS)[:2]:
         variants[f"zh-learner/{assignment}"] = (assignment, notebook(assignment, edition="zh/exercises"))
     return variants
 
@@ -505,11 +542,14 @@ def _lost(graded, student, assignment) -> dict:
             if float(row[column] or 0) != full}
 
 
-HONEST = sorted(_honest())
+HONEST = sorted(_styles()) + sorted(student for student in _honest() if student.startswith("zh-learner/"))
 
 
-@pytest.mark.parametrize("student", HONEST)
-def test_honest_variant_earns_every_automatic_point_with_no_flag(graded, student):
+@pytest.mark.parametrize("style", HONEST)
+def test_honest_variant_earns_every_automatic_point_with_no_flag(graded, style):
+    """The notebook holding ``style`` (with the other styles of its learner) loses no automatic point and
+    gets no flag."""
+    student = style if style.startswith("zh-learner/") else _learner(style)
     assignment = _honest()[student][0]
     row = _row(graded, student, assignment)
     page = graded["pages"].get(f"{student.partition('/')[0]}|{assignment}", "")
@@ -526,6 +566,8 @@ def test_hostile_notebook_earns_nothing_for_the_part_it_attacks(graded, student)
 
 def test_the_batch_has_every_variant(graded):
     assert len(HONEST) >= 30
+    handed_in = {row.partition("|")[0] for row in graded["rows"]}
+    assert {_learner(style) for style in _styles()} <= handed_in, "every style is in a graded notebook"
     print(f"batch of {len(graded['rows'])} rows graded in {graded['seconds']:.0f} s")
 
 
