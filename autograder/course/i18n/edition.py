@@ -141,6 +141,10 @@ def _zh_toc(root: Path) -> str:
 # the toggle button's and myst-nb's own settings, and course_site's replacements for myst-nb's {type}.
 ZH_SPHINX_CONFIG = {
     "language": LANGUAGE,
+    # A citation is a superscript number, as Chinese textbooks cite (GB/T 7714's numbered system), not
+    # "(Vaswani et al., 2017)" in half-width parentheses inside a Chinese sentence (issue 29, seventh review).
+    "bibtex_reference_style": "super",
+    "bibtex_default_style": "unsrt",
     "locale_dirs": ["../site/locale"],
     "togglebutton_hint": "点击显示",
     "togglebutton_hint_hide": "点击隐藏",
