@@ -560,6 +560,17 @@ def test_runtime_drift_names_what_update_would_drop_and_add(tmp_path, monkeypatc
     assert "1 entries no code shows" in drift[1] and "a sentence only a hand wrote" in drift[1]
 
 
+def test_the_chinese_site_names_its_title_and_author_in_chinese(tmp_path):
+    """The footer shows the config's author: the Chinese site takes it from the site catalogue, as
+    the title (the eighth review read "The Transformer Core course team" under Chinese pages)."""
+    root = _mini_course(tmp_path)
+    edition.update(root)
+    english = __import__("yaml").safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    _translate(root, "_site", {english["title"]: "书名", english["author"]: "作者名"})
+    config = __import__("yaml").safe_load(edition.rendered(root)[root / "zh" / "_config.yml"])
+    assert (config["title"], config["author"]) == ("书名", "作者名")
+
+
 def test_the_theme_speaks_chinese_on_the_chinese_site():
     config = __import__("yaml").safe_load(edition.rendered(ROOT)[ROOT / "zh" / "_config.yml"])["sphinx"]["config"]
     assert config["togglebutton_hint"] == "点击显示" and "{type}" in config["nb_code_prompt_show"]

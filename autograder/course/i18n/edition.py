@@ -158,13 +158,15 @@ ZH_SPHINX_CONFIG = {
 
 
 def _zh_config(root: Path) -> str:
-    """The English ``_config.yml`` with the Chinese title, language and paths that reach back to the
+    """The English ``_config.yml`` with the Chinese title, author, language and paths that reach back to the
     shared files (bibliography, static files, the site extension); the execution cache is set by
     :func:`build_html`."""
     import yaml
 
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
-    config["title"] = translations(SITE_DOC, root).get(config["title"], config["title"])
+    site = translations(SITE_DOC, root)
+    config["title"] = site.get(config["title"], config["title"])
+    config["author"] = site.get(config["author"], config["author"])
     config["bibtex_bibfiles"] = ["../" + p for p in config.get("bibtex_bibfiles", [])]
     config["html"]["favicon"] = "../" + config["html"]["favicon"]
     config["repository"]["path_to_book"] = ZH_ROOT

@@ -121,12 +121,13 @@ def page_texts(page: Page) -> list[str]:
 
 
 def site_messages(root: Path = REPO_ROOT) -> list[str]:
-    """Words of the site that live in no page: the book's title and the toc's part captions."""
+    """Words of the site that live in no page: the book's title, its author (the footer shows it) and
+    the toc's part captions."""
     import yaml
 
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
-    return [config["title"]] + [part["caption"] for part in toc.get("parts", []) if part.get("caption")]
+    return [config["title"], config["author"]] + [part["caption"] for part in toc.get("parts", []) if part.get("caption")]
 
 
 def written_answers(page: Page, root: Path = REPO_ROOT) -> list[tuple[str, str]]:
