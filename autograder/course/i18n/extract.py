@@ -127,7 +127,8 @@ def site_messages(root: Path = REPO_ROOT) -> list[str]:
 
     config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
     toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
-    return [config["title"], config["author"]] + [part["caption"] for part in toc.get("parts", []) if part.get("caption")]
+    captions = [part["caption"] for part in toc.get("parts", []) if part.get("caption")]
+    return [config["title"], config["author"]] + captions
 
 
 def written_answers(page: Page, root: Path = REPO_ROOT) -> list[tuple[str, str]]:
