@@ -49,7 +49,7 @@ translations: setup
 	$(PY) -m autograder i18n update
 
 test: setup
-	$(PY) -m pytest -n $(JOBS)
+	$(PY) -m pytest -n $(JOBS) --dist loadfile
 
 bench: setup
 	$(PY) -m transformer_core bench
