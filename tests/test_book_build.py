@@ -18,9 +18,9 @@ from jupyter_cache.base import CacheBundleIn
 from autograder.course import book_build
 from autograder.course.book_build import Edition, prime
 
-SHOW_ENVIRONMENT = ("import os, pathlib\n"
+SHOW_ENVIRONMENT = ("import os, pathlib, matplotlib\n"
                     "print(os.environ.get('COURSE_LANGUAGE'), os.environ.get('OMP_NUM_THREADS'),\n"
-                    "      os.environ.get('MKL_NUM_THREADS'), pathlib.Path.cwd().name)")
+                    "      os.environ.get('MKL_NUM_THREADS'), pathlib.Path.cwd().name, matplotlib.get_backend())")
 
 
 def _notebook(*sources: str) -> str:
@@ -96,8 +96,9 @@ def test_priming_executes_every_chapter_in_both_editions_each_in_its_language(pr
     assert priming.workers * priming.threads <= max(os.cpu_count() or 1, priming.workers)
     threads = str(priming.threads)
     english, chinese = (_cached_outputs(edition, "01-a")[0].split() for edition in _editions(folder))
-    assert english == ["None", threads, threads, "book"], "the English kernel runs in book/ without COURSE_LANGUAGE"
-    assert chinese == ["zh_CN", threads, threads, "book"], "the Chinese kernel sees COURSE_LANGUAGE=zh_CN"
+    inline = "module://matplotlib_inline.backend_inline"    # this process has MPLBACKEND=Agg (tests/conftest.py)
+    assert english == ["None", threads, threads, "book", inline], "the English kernel runs in book/ without COURSE_LANGUAGE"
+    assert chinese == ["zh_CN", threads, threads, "book", inline], "the Chinese kernel sees COURSE_LANGUAGE=zh_CN"
     assert _cached_outputs(_editions(folder)[1], "02-b") == ["45\n"]
 
 

@@ -655,6 +655,8 @@ def test_chinese_figures_are_drawn_for_the_chinese_pages(built_html):
             return {hashlib.sha256((page.parent / n).read_bytes()).hexdigest() for n in names
                     if (page.parent / n).is_file()}
         english, chinese = images(built_html / (stem + ".html")), images(built_html / ZH / (stem + ".html"))
+        if not english:     # every chapter draws figures; none means its kernel drew them nowhere
+            problems.append(f"{stem}.html has no figures")
         if english & chinese:
             problems.append(f"{ZH}{stem}.html shows {len(english & chinese)} of the English page's figures as they are")
         if len(chinese) < len(english):

@@ -28,6 +28,15 @@ from autograder.core.files import REPO_ROOT
 # Sphinx's log line for a chapter that myst-nb executed itself instead of finding it in the cache.
 SPHINX_EXECUTED = "Executing notebook using"
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# Variables of this process that a chapter's kernel must not inherit: MPLBACKEND=Agg (set by the test
+# suite, by a headless shell) would keep ipykernel from choosing its inline backend, and every figure
+# would be drawn to nowhere, leaving the chapter's page without its plots.
+NOT_INHERITED = ("MPLBACKEND",)
+
+
+def kernel_base_environment() -> dict[str, str]:
+    """This process's environment without :data:`NOT_INHERITED`: what every chapter kernel starts from."""
+    return {name: value for name, value in os.environ.items() if name not in NOT_INHERITED}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +209,8 @@ def prime(editions: list[Edition], *, workers: int | None = None, progress: bool
             job = min(jobs, key=lambda job: (job[1].name in known, -known.get(job[1].name, 0.0)))
             jobs.remove(job)
             edition, path, timeout, allow_errors = job
-            env = dict(os.environ, **edition.kernel_env, **{name: str(threads) for name in THREAD_VARIABLES})
+            env = dict(kernel_base_environment(), **edition.kernel_env,
+                       **{name: str(threads) for name in THREAD_VARIABLES})
             result = Path(folder) / f"{next(names)}.json"
             running[pool.submit(_execute, path, env, timeout, allow_errors, result)] = (edition, path)
 
