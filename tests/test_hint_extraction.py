@@ -244,7 +244,7 @@ def test_the_guards_refusal_at_a_kernel_reads_chinese_with_and_without_the_funct
                  "(running max, running sum, rescaled output)")
     for dotted_name, reason in (("transformer_core.attention." + public, None), (public, None), (public, blockwise)):
         chinese = translate_message(testing._kernel_message(dotted_name, public, reason), "zh_CN")
-        assert chinese.startswith("请自己实现：") and not _english_sentences(chinese), chinese
+        assert chinese.startswith("请自己实现。") and not _english_sentences(chinese), chinese
         assert dotted_name in chinese and ("所计算的内容" in chinese) == (dotted_name != public), chinese
 
 

@@ -101,7 +101,7 @@ def test_a_chinese_learner_reads_the_set_up_problem_in_chinese():
     problem = checkout_problem(Path("/home/me/second-clone"),
                                {name: f"/srv/first-clone/{name}/__init__.py" for name in KERNEL_PACKAGES})
     said = translate_message(f"validate cannot run notebooks with this Python, whatever they hold: {problem}", CHINESE)
-    assert "一个虚拟环境只服务于一个克隆" in said and "问题不在你的笔记本" in said
+    assert "一个虚拟环境只服务于一份副本" in said and "问题不在你的笔记本" in said
     assert said.count("/srv/first-clone") == 2 and "/home/me/second-clone" in said
     left = set(re.findall(r"[A-Za-z]{2,}", re.sub(r"`[^`]*`|/\S*|\.venv\S*|\w+_\w+", "", said)))
     assert left <= {"validate", "Python", "venv", "VENV"}, left

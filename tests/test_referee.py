@@ -274,7 +274,7 @@ def test_a_chinese_learner_reads_a_visible_failure_from_its_fields():
     # an entry written with the hint line in it (issue 29: it never matched, the line was cut off first)
     message = "causal_mask(4) is wrong at [0, 1]: it says True, expected False."
     shown = _chinese_outcome(Verdict(Failure.VISIBLE, "AssertionError", message, hint="mask the future"))
-    assert shown == "AssertionError: causal_mask(4) 在 [0, 1] 处有误：值为 True，应为 False。\n提示：mask the future"
+    assert shown == "AssertionError: causal_mask(4) 在 [0, 1] 处有误，值为 True，应为 False。\n提示：mask the future"
 
 
 def test_an_exception_of_the_learners_code_borrows_no_authors_words(notebook):

@@ -166,7 +166,7 @@ def test_a_chinese_learners_refusal_joins_its_lists_in_chinese(tmp_path, monkeyp
             zf.writestr(name, chinese)
     with pytest.raises(UsageError) as error:
         validate(tmp_path / "work.zip", root=tmp_path)
-    assert str(error.value).startswith("work.zip 不是笔记本，而是一个压缩包，里面是 work/a.ipynb、work/b.ipynb：")
+    assert str(error.value).startswith("work.zip 不是笔记本，而是一个压缩包，里面是 work/a.ipynb、work/b.ipynb。")
     monkeypatch.setattr("autograder.engine.validate._missing_for_validate",
                         lambda: ["jupyter_client (not installed)", "pyzmq (version 0.1; 1 or later is needed)"])
     (tmp_path / "x.ipynb").write_text(chinese)
