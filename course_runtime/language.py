@@ -317,7 +317,7 @@ class Catalogue:
             for name, value in english.items():
                 as_code = name in self._as_code[regex] and _IDENTIFIER.fullmatch(value.strip())
                 inner = None if as_code else self._lookup(value.strip())
-                values[name] = value if inner is None else same_width(value, inner.translation)
+                values[name] = value if inner is None else _in_its_columns(value, inner.translation)
                 left += 0 if as_code else english_letters(value) if inner is None else inner.left
             if best is None or left < best.left:
                 filled = "".join(values.get(name, "{" + name + "}") if name else piece
@@ -801,6 +801,20 @@ def same_width(english: str, translation: str) -> str:
         return leading + translation + trailing
     padding = max(0, display_width(words + trailing) - display_width(translation)) if trailing else 0
     return leading + translation + " " * padding
+
+
+def _in_its_columns(english: str, translation: str) -> str:
+    """A placeholder's value translated where the English value stood: one padded on the left only was
+    right-aligned by its format (``f"{memory:>9s}"``), so its translation ends in the English's last column
+    (chapter 11's table: ``"     none"`` becomes ``"       无"``); any other as :func:`same_width` writes it.
+
+    Example:
+        >>> _in_its_columns("     none", "无"), _in_its_columns("none   ", "无")
+        ('       无', '无     ')
+    """
+    if english.strip() and english == english.rstrip() and english != english.lstrip():
+        return " " * max(0, display_width(english) - display_width(translation)) + translation
+    return same_width(english, translation)
 
 
 @functools.lru_cache(maxsize=None)

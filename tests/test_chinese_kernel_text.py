@@ -236,6 +236,27 @@ def test_a_table_header_is_one_text_and_a_row_joined_from_values_one_pattern():
         ("{name:16s} p = {p}", True), ("uniform scores", False)]
 
 
+def test_a_translated_value_keeps_the_columns_its_format_gave_it():
+    """Chapter 11 prints a table whose cells are values padded by their format specs (``f"{memory:>9s}"``
+    right-aligns ``"none"``, ``f"{label:16s}"`` left-aligns its row label): a value the catalogue
+    translates into fewer columns (无 is two, "none" four) still ends where the English one does, so the
+    bars between the columns stay in line."""
+    table = language.Catalogue([
+        language.Entry("| {label:16s} | {speed:8.1f} | {memory:>9s} |", "| {label:16s} | {speed:8.1f} | {memory:>9s} |",
+                       flags={language.PATTERN_FLAG}),
+        language.Entry("none", "无"), language.Entry("without cache", "不用缓存"), language.Entry("ab", "甲乙丙")])
+    english = [f"| {'without cache':16s} | {12.0:8.1f} | {'none':>9s} |", f"| {'ab':16s} | {3.0:8.1f} | {'ab':>9s} |",
+               f"| {'without cache':16s} | {12.0:8.1f} | {'12.5 MiB':>9s} |"]
+    chinese = [table.lookup(line) for line in english]
+
+    def bars(line):
+        return [language.display_width(line[:i]) for i, char in enumerate(line) if char == "|"]
+
+    assert [line.count("无") + line.count("甲乙丙") for line in chinese] == [1, 2, 0], chinese
+    assert [bars(line) for line in chinese] == [bars(line) for line in english], chinese
+    assert chinese[2].endswith("|  12.5 MiB |"), chinese     # a value with no translation stays as printed
+
+
 def _display_ends(line: str) -> list[int]:
     """The display column where each of a table line's cells ends (cells apart by two spaces or more)."""
     from course_runtime.language import display_width
