@@ -475,6 +475,44 @@ def test_a_flood_of_output_stops_only_its_own_kernel(batch):
     assert "sent more than 256 MiB" in feedback(batch, "flood")
 
 
+def test_the_grader_reads_a_requests_output_to_its_end_while_it_keeps_arriving(monkeypatch):
+    """A request's output is charged to the budget before the grader goes on: :meth:`SandboxedKernel._drained`
+    waits past the grace while bytes keep arriving (on a busy machine a fixed 5 s grace let a flood's unread
+    tail pass the budget, the next test cell ran and earned its point: the flood test above failed so), and
+    gives up after a grace with nothing arriving, or once the budget is spent."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from autograder.engine import runner
+
+    monkeypatch.setattr(runner, "IOPUB_GRACE_S", 1.0)
+
+    async def drain(trickle_s: float, spend_to_exceed: bool = False) -> tuple[bool, float]:
+        kernel = SimpleNamespace(budget=runner.Budget(Limits(message_mb=1)), _within_deadline=lambda t: t)
+        collector = runner._Collector(100)
+
+        async def trickle():                      # a kilobyte every 50 ms for trickle_s, then the idle status
+            for _ in range(int(trickle_s / 0.05)):
+                await asyncio.sleep(0.05)
+                kernel.budget.spend(600_000 if spend_to_exceed else 1000)
+            if trickle_s:
+                collector.message({"msg_type": "status", "content": {"execution_state": "idle"}})
+
+        task = asyncio.ensure_future(trickle())
+        start = time.monotonic()
+        came = await runner.SandboxedKernel._drained(kernel, collector)
+        seconds = time.monotonic() - start
+        task.cancel()
+        return came, seconds
+
+    came, seconds = asyncio.run(drain(3.0))             # three graces of output, then idle
+    assert came and seconds >= 2.9
+    came, seconds = asyncio.run(drain(0.0))             # nothing arrives: one grace, then on
+    assert not came and 0.9 <= seconds < 2.5
+    came, seconds = asyncio.run(drain(3.0, spend_to_exceed=True))   # over the budget after two kilobytes' worth
+    assert not came and seconds < 2.5
+
+
 @pytest.mark.skipif(not can_isolate(), reason="full isolation needs Linux and root")
 def test_the_folder_shared_with_the_grader_is_read_only_in_the_sandbox(batch):
     assert cells(batch, "shared") == FULL

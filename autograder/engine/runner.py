@@ -524,15 +524,29 @@ class SandboxedKernel:
             reply = await self._reply_in_time(msg_id, timeout, stop_reasons.THE_CELL)
             ended = (CellOutcome("timeout", stop_reasons.interrupted(timeout)) if reply is None
                      else outcome_of(reply))
-            try:
-                await asyncio.wait_for(collector.done.wait(), IOPUB_GRACE_S)
-            except asyncio.TimeoutError:
+            if not await self._drained(collector):
                 collector.add("stderr", "[some output may be missing: the kernel sent too much, or too "
                                         "large a message]\n")
         finally:
             self._collectors.pop(msg_id, None)
         await self._check_budget()
         return replace(ended, outputs=collector.outputs, seconds=time.monotonic() - start)
+
+    async def _drained(self, collector: _Collector) -> bool:
+        """Wait for the last message of ``collector``'s execution (the kernel's idle status), so that all a
+        request's output is charged to the budget before the grader goes on. The wait ends without it only
+        when :data:`IOPUB_GRACE_S` pass with no byte arriving, the budget is spent or the notebook's time is
+        up: never on the clock alone while output still flows (on a busy machine a fixed grace let the
+        unread tail of a flood pass the budget, and the next test ran and counted). Returns whether it came."""
+        while not collector.done.is_set():
+            spent = (self.budget.bytes_left, self.budget.messages_left)
+            try:
+                await asyncio.wait_for(collector.done.wait(), self._within_deadline(IOPUB_GRACE_S))
+            except asyncio.TimeoutError:
+                if (self.budget.exceeded or self._within_deadline(IOPUB_GRACE_S) <= 0
+                        or spent == (self.budget.bytes_left, self.budget.messages_left)):
+                    return False
+        return True
 
     def _within_deadline(self, timeout: float) -> float:
         """``timeout``, cut to the time left before the notebook's deadline (set once the kernel has
@@ -567,11 +581,16 @@ class SandboxedKernel:
             raise AgentError(self._past_deadline(), timed_out=True)
         STATS["requests"] += 1
         message = self.kc.session.msg(REQUEST_TYPE, {"request": request})
-        self.kc.shell_channel.send(message)
         msg_id = message["header"]["msg_id"]
-        reply = await self._reply_in_time(msg_id, timeout, stop_reasons.YOUR_CODE)
-        if reply is None:
-            raise AgentError(stop_reasons.code_too_slow(timeout), timed_out=True)
+        printed = self._collectors[msg_id] = _Collector(0)      # what the learner's code prints: charged, not kept
+        try:
+            self.kc.shell_channel.send(message)
+            reply = await self._reply_in_time(msg_id, timeout, stop_reasons.YOUR_CODE)
+            if reply is None:
+                raise AgentError(stop_reasons.code_too_slow(timeout), timed_out=True)
+            await self._drained(printed)
+        finally:
+            self._collectors.pop(msg_id, None)
         await self._check_budget()
         content = reply.get("content") if reply.get("msg_type") == REPLY_TYPE else None
         if not isinstance(content, dict) or content.get("status") != "ok" or not isinstance(content.get("text"), str):
