@@ -197,3 +197,33 @@ def test_the_course_books_two_editions_are_the_ones_make_book_builds(tmp_path, m
     chapters = [chapter["file"] for chapter in toc["parts"][0]["chapters"]]
     assert [p.relative_to(root).with_suffix("").as_posix() for p in english.chapters()] == chapters
     assert [p.relative_to(root / "zh").with_suffix("").as_posix() for p in chinese.chapters()] == chapters
+
+
+def test_a_chapters_client_waits_for_a_reply_in_short_polls_until_its_own_timeout(monkeypatch):
+    """``execute_chapter``'s process polls its kernel channels a second at a time (a long poll stalled three
+    loaded builds in a widget cell, see ``book_build._poll_replies_in_slices``): a message that arrives after
+    several polls is returned, and a caller's timeout still ends the wait with ``queue.Empty``."""
+    import asyncio
+    import time
+    from queue import Empty
+
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    asked: list[float] = []
+
+    async def one_poll(self, timeout=None):      # a socket whose message is there at the third look
+        asked.append(timeout)
+        await asyncio.sleep(timeout)
+        if len(asked) == 3 and self == "ready":
+            return {"msg_type": "execute_reply"}
+        raise Empty
+
+    monkeypatch.setattr(AsyncZMQSocketChannel, "get_msg", one_poll)
+    book_build._poll_replies_in_slices(slice_s=0.05)
+    assert asyncio.run(AsyncZMQSocketChannel.get_msg("ready", timeout=10.0)) == {"msg_type": "execute_reply"}
+    assert len(asked) == 3 and max(asked) <= 0.05
+    asked.clear()
+    start = time.monotonic()
+    with pytest.raises(Empty):
+        asyncio.run(AsyncZMQSocketChannel.get_msg("silent", timeout=0.3))
+    assert 0.3 <= time.monotonic() - start < 2.0 and len(asked) >= 6 and max(asked) <= 0.05

@@ -136,6 +136,7 @@ def execute_chapter(path: str, timeout: str, allow_errors: str, result: str) -> 
     from jupyter_cache.executors.utils import single_nb_execution
 
     notebook = _read(Path(path))
+    _poll_replies_in_slices()
     start = time.monotonic()
     try:
         run = single_nb_execution(notebook, cwd=str(Path(path).parent), allow_errors=allow_errors == "True",
@@ -145,6 +146,37 @@ def execute_chapter(path: str, timeout: str, allow_errors: str, result: str) -> 
         seconds, error = time.monotonic() - start, type(failure).__name__
     Path(result).write_text(json.dumps({"seconds": seconds, "error": error,
                                         "notebook": None if error else nbformat.writes(notebook)}), encoding="utf-8")
+
+
+def _poll_replies_in_slices(slice_s: float = 1.0) -> None:
+    """Make this process's asynchronous kernel channels wait for a message in polls of at most ``slice_s``
+    seconds, until the caller's own timeout, instead of one poll as long as that timeout (nbclient waits
+    for a cell's reply with one poll of the cell's whole 600 s).
+
+    On the busy 2-core machine, three builds stalled in the Chinese chapter 06's widget cell: the kernel
+    idle in its event loop (py-spy) and nbclient idle in one long poll until the cell's timeout, with
+    ipykernel 7.4 and 6.31 alike. A poll that starts again each second re-checks the socket, which one
+    long poll does not do after a missed wake-up; the grading runner has always polled this way
+    (``SandboxedKernel._reply``) and has never stalled. What a caller gets is unchanged: the first message,
+    or ``queue.Empty`` once its timeout has passed. Only :func:`execute_chapter`'s process, one chapter's
+    client, is changed."""
+    from queue import Empty
+
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    one_poll = AsyncZMQSocketChannel.get_msg
+
+    async def get_msg(self, timeout: float | None = None) -> dict:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = slice_s if deadline is None else min(slice_s, max(0.0, deadline - time.monotonic()))
+            try:
+                return await one_poll(self, timeout=left)
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    AsyncZMQSocketChannel.get_msg = get_msg
 
 
 def _execute(path: Path, env: dict[str, str], timeout: int | None, allow_errors: bool,
