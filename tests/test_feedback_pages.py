@@ -321,7 +321,7 @@ def test_every_reason_for_not_grading_reads_in_chinese_with_its_details_quoted(t
     # lists are joined the Chinese way, each item said in Chinese: an empty folder, several kinds of upload
     # (issue 29: "（找到的是 nothing）", "而是 a PDF; a text file")
     assert "没有找到笔记本，也没有任何其他文件" in shown.values(), shown
-    assert any("<code>more.txt</code>（符号链接，未跟随）、<code>notes.txt</code>" in said for said in shown.values()), shown
+    assert any("<code>more.txt</code>（符号链接，没有读取它指向的文件）、<code>notes.txt</code>" in said for said in shown.values()), shown
     upload = next(said for why, said in shown.items() if why.startswith("the upload frank"))
     assert "而是一个 PDF 文件；一个文本文件：" in upload and "、" in upload, upload
 
