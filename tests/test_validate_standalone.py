@@ -142,7 +142,7 @@ def test_a_file_that_is_not_a_notebook_says_what_it_is_and_what_to_validate(lear
         status = main(["--root", str(learner_root), "validate", *map(str, args), *LIMITS])
         assert (status, capsys.readouterr().err.strip()) == (2, f"error: {said}")
     in_chinese = {tmp_path / "zh-work.zip": f"zh-work.zip 不是笔记本，而是一个压缩包，里面是 work/{NOTEBOOK}。请对其中的 "
-                                            ".ipynb 文件运行 validate，它就是你要提交的笔记本；提交时也请提交这个文件本身，"
+                                            ".ipynb 文件运行 validate，它就是你要提交的笔记本。提交时也请提交这个文件本身，"
                                             "不要提交压缩包。",
                   tmp_path / "zh" / "answers.txt": "answers.txt 不是笔记本，而是一个文本文件：请对你要提交的 .ipynb 笔记本运行 validate。"}
     for path, said in in_chinese.items():
