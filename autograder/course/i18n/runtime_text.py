@@ -87,6 +87,23 @@ def _formatted_literal(value: "ast.AST") -> str | None:
         return None
 
 
+def _remembered(resolve):
+    """``resolve(self, node, seen)`` answered once per program for each node and set of names already
+    followed: the resolvers call one another along every path through the page's bindings, and the same
+    question comes back many times (reading the course's code took four times as long without this). The node is kept
+    with its answer, so that its ``id`` is not reused while the program lives (a name is its own key);
+    callers get a copy."""
+
+    @functools.wraps(resolve)
+    def remembered(self, node, seen=frozenset()):
+        key = (resolve.__name__, node if isinstance(node, str) else id(node), frozenset(seen))
+        if key not in self.answers:
+            self.answers[key] = (node, resolve(self, node, seen))
+        return list(self.answers[key][1])
+
+    return remembered
+
+
 class _Program:
     """The code cells of one page read together, enough to follow a string through names to where it is
     shown: what each name is bound to (assignments, ``+=``, ``append``, ``insert`` and ``extend``, ``for``
@@ -105,6 +122,7 @@ class _Program:
         self.returns: dict[str, list[ast.AST]] = {}
         self.parameters: dict[str, list[tuple[str, int, bool]]] = {}   # parameter -> (function, position, *args)
         self.calls: dict[str, list[ast.Call]] = {}
+        self.answers: dict[tuple, tuple] = {}                         # see _remembered
         for tree in trees:
             for node in ast.walk(tree):
                 if isinstance(node, ast.Assign):
@@ -168,6 +186,7 @@ class _Program:
             return [v for part, element in zip(target.elts, item.elts) for v in _Program._unpacked(part, element, name)]
         return []
 
+    @_remembered
     def _items(self, node: "ast.AST", seen: set[str]) -> list["ast.AST"]:
         """What iterating over ``node`` yields, where the code writes it out (else nothing)."""
         import ast
@@ -198,6 +217,7 @@ class _Program:
         key = getattr(node, "id", getattr(getattr(node, "func", None), "id", ""))     # a name, or a function called
         return [item for value in self._values(node, seen) for item in self._items(value, seen | {key})]
 
+    @_remembered
     def _values(self, node: "ast.AST", seen: set[str]) -> list["ast.AST"]:
         """The expressions a name or a call of the page's own function may stand for (else none)."""
         import ast
@@ -209,6 +229,7 @@ class _Program:
             return self.returns.get(node.func.id, [])
         return []
 
+    @_remembered
     def _dicts(self, node: "ast.AST", seen: set[str]) -> list["ast.Dict"]:
         """The dict literals ``node`` (a dict, a name bound to one, a call returning one) may be."""
         import ast
@@ -220,6 +241,7 @@ class _Program:
         key = getattr(node, "id", getattr(getattr(node, "func", None), "id", ""))
         return [d for value in self._values(node, seen) for d in self._dicts(value, seen | {key})]
 
+    @_remembered
     def _bindings(self, name: str, seen: set[str]) -> list["ast.AST"]:
         """The expressions ``name`` may stand for: its bindings, the items of the loops that bind it,
         and the arguments passed for it where it is a function's parameter (all the rest for ``*args``)."""
@@ -237,6 +259,7 @@ class _Program:
                     found.append(call.args[position])
         return found
 
+    @_remembered
     def strings(self, node: "ast.AST", seen: frozenset[str] = frozenset()) -> list[tuple[str, bool]]:
         """The strings an expression can evaluate to: literals, f-strings (and the strings of the names
         they format), both sides of ``+``, of ``a if c else b`` and of ``a or b`` (``_which(out, table) or
