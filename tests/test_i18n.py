@@ -807,7 +807,7 @@ def test_every_chinese_page_uses_one_form_per_term():
 
 def test_terms_that_had_several_forms_have_one():
     """Issue 29: prompt is 提示词 (提示 is a hint), and the other terms readers met in two or three forms
-    (the second review: 层规范化 as d2l writes it, 综合项目, 核采样, 句子嵌入, 词元 ID, argmax, 束宽, 老师; the
+    (the second review: 层规范化 as d2l writes it, 综合项目, top-p 采样 (the fourteenth: not 核采样, a second 核), 句子嵌入, 词元 ID, argmax, 束宽, 老师; the
     third: 规范化 for every normalisation of features, 核函数 for a GPU kernel as 内核 is Jupyter's, 维 for a
     tensor's axis, 堆叠 not the data structure 堆栈, 验证集 for held-out data)."""
     chosen = {t["en"]: t["zh"] for t in reader_checks.load_terms(ROOT)["terms"]}
@@ -816,7 +816,7 @@ def test_terms_that_had_several_forms_have_one():
                              "to mask": "施加掩码", "the course library": "课程库",
                              "Question N (an exercise's review question)": "第 N 题", "hidden state": "隐藏状态",
                              "Llama 2": "Llama 2", "layer normalization": "层规范化", "batch normalization": "批量规范化",
-                             "capstone project": "综合项目", "nucleus (top-p) sampling": "核采样",
+                             "capstone project": "综合项目", "nucleus (top-p) sampling": "top-p 采样",
                              "sentence embedding": "句子嵌入", "token id": "词元 ID", "argmax": "argmax",
                              "beam size": "束宽", "instructor": "老师", "GPU kernel": "核函数",
                              "dimension (axis) of a tensor": "维", "stack (of layers)": "堆叠",
