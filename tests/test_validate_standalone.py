@@ -172,7 +172,7 @@ def test_a_chinese_learners_refusal_joins_its_lists_in_chinese(tmp_path, monkeyp
     (tmp_path / "x.ipynb").write_text(chinese)
     with pytest.raises(UsageError) as error:
         validate(tmp_path / "x.ipynb", root=tmp_path)
-    assert "需要 jupyter_client（未安装）、pyzmq（版本为 0.1；需要 1 或更高版本）；" in str(error.value), str(error.value)
+    assert "需要 jupyter_client（未安装）、pyzmq（版本为 0.1；需要 1 或更高版本）。" in str(error.value), str(error.value)
     english = [w for w in re.findall(r"[A-Za-z]{2,}", re.sub(r"`[^`]*`|\w+\.\w+|jupyter_client|pyzmq", " ",
                                                              str(error.value)))
                if w not in ("validate", "Colab")]
