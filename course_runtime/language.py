@@ -159,9 +159,35 @@ def read_po(path: Path) -> list[Entry]:
     return [e for e in entries if e.msgid]
 
 
-def _pattern(msgid: str) -> tuple[re.Pattern, list[str]]:
+def _nested(depth: int) -> str:
+    """A regular expression for text whose brackets come in pairs, nested at most ``depth`` deep."""
+    plain = r"[^()\[\]{}]"
+    if depth == 0:
+        return plain
+    inner = _nested(depth - 1)
+    return f"(?:{plain}|\\((?:{inner})*\\)|\\[(?:{inner})*\\]|\\{{(?:{inner})*\\}})"
+
+
+# A placeholder's value whose brackets pair up (``(2, 5)``, ``tensor([[1., 2.]])``); each character can
+# start only one alternative, so matching it never backtracks far.
+_BALANCED = f"(?:{_nested(3)})+?"
+
+
+def _balanced(text: str) -> bool:
+    """Whether every bracket of ``text`` is closed, in order."""
+    stack = []
+    for char in text:
+        if char in _OPENS:
+            stack.append(_CLOSES[_OPENS.index(char)])
+        elif char in _CLOSES and (not stack or stack.pop() != char):
+            return False
+    return not stack
+
+
+def _pattern(msgid: str, *, balanced: bool = False) -> tuple[re.Pattern, list[str]]:
     """A full-match regular expression for an f-string message, and its placeholders in order; the value
-    of the i-th placeholder is the group named ``v<i>``.
+    of the i-th placeholder is the group named ``v<i>``. With ``balanced``, a value holds its brackets in
+    pairs (:data:`_BALANCED`): a shape ``(2, 5)`` before ``", {n}"`` is not cut at its comma.
 
     Each placeholder but the last takes the text up to the first place where the words after it follow,
     and keeps it (a lookahead is never backtracked into). The earliest place leaves the most room for the
@@ -190,13 +216,13 @@ def _pattern(msgid: str) -> tuple[re.Pattern, list[str]]:
             merged += [None, ""]
         else:
             merged[-1] += piece
-    parts, value = [re.escape(merged[0])], 0
+    parts, value, text = [re.escape(merged[0])], 0, _BALANCED if balanced else ".+?"
     for i in range(1, len(merged), 2):
         after = re.escape(merged[i + 1])
         if i + 2 < len(merged):
-            parts.append(f"(?=(?P<v{value}>.+?)(?P<l{value}>{after}))(?P=v{value})(?P=l{value})")
+            parts.append(f"(?=(?P<v{value}>{text})(?P<l{value}>{after}))(?P=v{value})(?P=l{value})")
         else:
-            parts.append(f"(?P<v{value}>.+?){after}")
+            parts.append(f"(?P<v{value}>{text}){after}")
         value += 1
     return re.compile("".join(parts), re.DOTALL), names
 
@@ -264,6 +290,8 @@ class Catalogue:
         # a pattern's placeholders written as code (`{name}`): a name there is the learner's, kept as written
         self._as_code: dict[re.Pattern, set[str]] = {}
         self._found: dict[str, _Reading | None] = {}
+        self._msgids: dict[re.Pattern, str] = {}
+        self._paired: dict[re.Pattern, re.Pattern] = {}      # the pattern whose values keep brackets paired
         for e in entries:
             if not e.msgstr or "fuzzy" in e.flags:
                 continue
@@ -274,6 +302,7 @@ class Catalogue:
             if PATTERN_FLAG in e.flags:
                 regex, names = _pattern(msgid)
                 self.patterns.append((regex, names, msgstr))
+                self._msgids[regex] = msgid
                 self._as_code[regex] = set(re.findall(r"`\{([^{}]+)\}`", msgid))
             else:
                 self.exact[msgid] = msgstr
@@ -312,6 +341,8 @@ class Catalogue:
             match = regex.fullmatch(text)
             if match is None:
                 continue
+            if not all(_balanced(match.group(f"v{i}")) for i in range(len(names))):
+                match = self._with_pairs(regex).fullmatch(text) or match
             english = {name: match.group(f"v{i}") for i, name in enumerate(names)}
             values, left = {}, 0
             for name, value in english.items():
@@ -349,6 +380,13 @@ class Catalogue:
                             joiner.replace("{", "{{").replace("}", "}}").join("{" + n + "}" for n in names),
                             dict(zip(names, items)))
         return None
+
+    def _with_pairs(self, regex: re.Pattern) -> re.Pattern:
+        """``regex`` whose placeholders keep brackets in pairs, built when a reading first needs it: the
+        first match cut a value inside its brackets (``(2`` of ``(2, 5), 6``)."""
+        if regex not in self._paired:
+            self._paired[regex] = _pattern(self._msgids[regex], balanced=True)[0]
+        return self._paired[regex]
 
     def __len__(self) -> int:
         return len(self.exact) + len(self.patterns)

@@ -457,6 +457,24 @@ def test_of_two_patterns_that_match_a_label_the_one_that_translates_it_wins():
     assert (english_letters("the chunk"), english_letters("3..5"), english_letters("`a b` q_proj x.view(")) == (8, 0, 0)
 
 
+def test_a_value_keeps_its_brackets_when_a_comma_follows_it():
+    """A placeholder takes the shortest text before the words after it, so a shape ``(2, 5)`` followed by
+    ``", {n}"`` was cut at its own comma: exercise 11's label read "generate_greedy(model, prompt, 5)、6, ...
+    prompt 的形状为 (2）" (issue 29). A reading whose values keep their brackets paired is taken where
+    one exists; a value with an unpaired bracket still reads as before."""
+    from course_runtime.language import Catalogue, Entry, PATTERN_FLAG
+
+    table = Catalogue([Entry("f(x of shape {shape}, {n}, flag={flag})", "f(x, {n}, flag={flag})（x 的形状为 {shape}）",
+                             flags={PATTERN_FLAG})])
+    assert table.lookup("f(x of shape (2, 5), 6, flag=True)") == "f(x, 6, flag=True)（x 的形状为 (2, 5)）"
+    assert table.lookup("f(x of shape [[1, 2], (3, 4)], 6, flag=True)") == (
+        "f(x, 6, flag=True)（x 的形状为 [[1, 2], (3, 4)]）")
+    assert table.lookup("f(x of shape (2, 6, flag=True)") == "f(x, 6, flag=True)（x 的形状为 (2）"     # unpaired
+    zh = __import__("course_runtime.language", fromlist=["translate"]).translate
+    said = zh("generate_greedy(your model, prompt of shape (2, 5), 6, use_cache=True)", "messages", "zh_CN")
+    assert "(2, 5)" in said and "5)、" not in said, said
+
+
 def test_update_flags_a_new_f_string_as_a_pattern(tmp_path, monkeypatch):
     """An f-string's entry is flagged ``course-pattern`` by the ``i18n update`` that adds it (the flag
     was lost on a new entry, so its placeholders matched nothing until a second update)."""
