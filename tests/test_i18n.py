@@ -457,6 +457,19 @@ def test_of_two_patterns_that_match_a_label_the_one_that_translates_it_wins():
     assert (english_letters("the chunk"), english_letters("3..5"), english_letters("`a b` q_proj x.view(")) == (8, 0, 0)
 
 
+def test_chinese_formulas_write_numbers_without_thousands_separators():
+    """Chinese writes 63082496: the English formulas' ``63{,}082{,}496`` loses its separators on the way into
+    the Chinese pages (the fourteenth reviews), while the catalogues keep each formula as the English has it."""
+    from autograder.course.i18n.typesetting import translate_math
+
+    assert translate_math(r"$N = 10{,}000{,}000$ and $\{a,b\}$, $f(1{,}2)$", {}) == r"$N = 10000000$ and $\{a,b\}$, $f(1{,}2)$"
+    english = [p for p in (ROOT / "book").glob("*.ipynb") if "{,}" in p.read_text(encoding="utf-8")]
+    assert english, "no English chapter uses a thousands separator any more: this test checks nothing"
+    left = [p.relative_to(ROOT).as_posix() for p in (ROOT / "zh").rglob("*.ipynb")
+            if re.search(r"\d\{,\}\d", p.read_text(encoding="utf-8"))]
+    assert not left, f"Chinese pages with a thousands separator in a formula: {left}"
+
+
 def test_a_value_keeps_its_brackets_when_a_comma_follows_it():
     """A placeholder takes the shortest text before the words after it, so a shape ``(2, 5)`` followed by
     ``", {n}"`` was cut at its own comma: exercise 11's label read "generate_greedy(model, prompt, 5)、6, ...

@@ -153,5 +153,5 @@ def translate_text(text: str, table: dict[str, str], math: dict[str, str] | None
             block = join_cjk_lines(table[block])
         elif comments:
             block = translate_fence(block, comments)
-        out.append(translate_math(block, math) if math else block)
+        out.append(translate_math(block, math or {}))
     return "\n\n".join(out)

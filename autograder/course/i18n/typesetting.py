@@ -120,14 +120,21 @@ def strip_code(text: str, hole: str = " ") -> str:
 _OPENED_FULL_WIDTH = re.compile(r"(\\text\{\s*（[^{}()（）]*\}(?:(?!\\text\{[^{}]*[()（）])[^$])*?)\\text\{\)\}")
 
 
+_THOUSANDS = re.compile(r"(?<=\d)\{,\}(?=\d{3})")     # LaTeX's thousands separator: 63{,}082
+
+
 def translate_math(text: str, table: dict[str, str]) -> str:
-    r"""``text`` with the phrases of its formulas translated, keeping the spaces around each.
+    r"""``text`` with the phrases of its formulas translated, keeping the spaces around each, and the
+    English thousands separators of its numbers (``63{,}082{,}496``) taken out: Chinese writes 63082496
+    (two reviewers read the commas as English typesetting, and the prose already writes the digits plain).
 
     Example:
         >>> translate_math(r"$\text{cost } O(n)$", {"cost": "开销"})
         '$\\text{开销 } O(n)$'
         >>> translate_math(r"$\text{(because } f(a) = 1\text{)}$", {"(because": "（因为"})
         '$\\text{（因为 } f(a) = 1\\text{）}$'
+        >>> translate_math(r"$32{,}000 \times 4096$", {})
+        '$32000 \\times 4096$'
     """
     def swap(match: re.Match) -> str:
         phrase = match.group(1)
@@ -138,4 +145,4 @@ def translate_math(text: str, table: dict[str, str]) -> str:
         return "\\text{" + lead + chinese + trail + "}"
     # A phrase that opens a parenthesis in full width (\text{(because } -> \text{（因为 }) has it closed in
     # full width too: the \text{)} that follows, before any other parenthesis in a \text{}.
-    return _OPENED_FULL_WIDTH.sub(r"\1\\text{）}", _MATH_TEXT.sub(swap, text))
+    return _THOUSANDS.sub("", _OPENED_FULL_WIDTH.sub(r"\1\\text{）}", _MATH_TEXT.sub(swap, text)))
