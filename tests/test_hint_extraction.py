@@ -8,7 +8,7 @@ import ast
 import re
 
 from autograder.core.files import REPO_ROOT, read_notebook
-from autograder.course.i18n import extract, runtime_text
+from autograder.course.i18n import code_values, extract, runtime_text
 from autograder.engine.cells import parse_cell
 from course_runtime.language import catalogue
 from test_i18n import _english_sentences
@@ -120,7 +120,7 @@ def _sentences(source: str) -> list[str]:
     docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
     inside = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
               for part in ast.walk(node) if part is not node}
-    texts = [runtime_text._string_value(node) for node in ast.walk(tree)
+    texts = [code_values.string_value(node) for node in ast.walk(tree)
              if id(node) not in docstrings | inside]
     return [text for text, _ in filter(None, texts) if " " in text.strip() and runtime_text._is_words(text)
             and not runtime_text._is_code(text)]
@@ -279,7 +279,7 @@ def test_every_error_an_exercise_raises_is_translated_by_a_chinese_kernel():
     from autograder.course.i18n.catalogues import read_catalogue
 
     entries = {m.id: m.string for m in read_catalogue(runtime_text.runtime_catalogue_path("messages")) if not m.fuzzy}
-    given = [(page, runtime_text._string_value(node)[0]) for page, kind, node in raised if kind in GIVEN_CODE_ERRORS]
+    given = [(page, code_values.string_value(node)[0]) for page, kind, node in raised if kind in GIVEN_CODE_ERRORS]
     assert [(page, text) for page, text in given if not entries.get(text)] == []
 
 
