@@ -222,7 +222,9 @@ def _pattern(msgid: str, *, balanced: bool = False) -> tuple[re.Pattern, list[st
         if i + 2 < len(merged):
             parts.append(f"(?=(?P<v{value}>{text})(?P<l{value}>{after}))(?P=v{value})(?P=l{value})")
         else:
-            parts.append(f"(?P<v{value}>{text}){after}")
+            # a value that ends the message may be empty (``"... expected {want}{hint}"`` with no hint)
+            last = text if after else text.replace("+?", "*?")
+            parts.append(f"(?P<v{value}>{last}){after}")
         value += 1
     return re.compile("".join(parts), re.DOTALL), names
 
@@ -344,18 +346,13 @@ class Catalogue:
             if not all(_balanced(match.group(f"v{i}")) for i in range(len(names))):
                 match = self._with_pairs(regex).fullmatch(text) or match
             english = {name: match.group(f"v{i}") for i, name in enumerate(names)}
-            values, left = {}, 0
-            for name, value in english.items():
-                as_code = name in self._as_code[regex] and _IDENTIFIER.fullmatch(value.strip())
-                inner = None if as_code else self._lookup(value.strip())
-                values[name] = value if inner is None else _in_its_columns(value, inner.translation)
-                left += 0 if as_code else english_letters(value) if inner is None else inner.left
-            if best is None or left < best.left:
-                filled = "".join(values.get(name, "{" + name + "}") if name else piece
-                                 for piece, name in template_parts(template))
-                # the space a template keeps beside an English value goes where the value came out Chinese
-                best = _Reading(_HAN_SPACE.sub("", filled), left, template, english)
-            if left == 0:
+            reading = self._read(regex, template, english)
+            for other in (self._resplit(regex, names, english) if reading.left else ()):
+                better = self._read(regex, template, other)
+                reading = better if better.left < reading.left else reading
+            if best is None or reading.left < best.left:
+                best = reading
+            if best.left == 0:
                 break
         if best is None or best.left:                  # a list of messages may read better item by item
             listed = self._list(text)
@@ -381,6 +378,34 @@ class Catalogue:
                             dict(zip(names, items)))
         return None
 
+    def _read(self, regex: re.Pattern, template: str, english: dict[str, str]) -> _Reading:
+        """``template`` filled with the translation of each value of ``english`` (a value the catalogue
+        does not know stays as it is, and its English letters count against the reading)."""
+        values, left = {}, 0
+        for name, value in english.items():
+            as_code = name in self._as_code[regex] and _IDENTIFIER.fullmatch(value.strip())
+            inner = None if as_code else self._lookup(value.strip())
+            values[name] = value if inner is None else _in_its_columns(value, inner.translation)
+            left += 0 if as_code else english_letters(value) if inner is None else inner.left
+        filled = "".join(values.get(name, "{" + name + "}") if name else piece for piece, name in template_parts(template))
+        # the space a template keeps beside an English value goes where the value came out Chinese
+        return _Reading(_HAN_SPACE.sub("", filled), left, template, english)
+
+    def _resplit(self, regex: re.Pattern, names: list[str], english: dict[str, str]):
+        """The other ways to share the text of two placeholders that stand side by side in the message
+        (``"expected {want}{hint}"``: nothing marks where ``50`` ends and ``": each layer adds ..."``
+        begins, and the first reading cuts after ``5``), each as a new ``english``."""
+        msgid = self._msgids[regex]
+        spans = [m.span() for m in re.finditer(r"\{\{|\}\}|\{([^{}]+)\}", msgid) if m.group(1) is not None]
+        for i in range(len(spans) - 1):
+            first, second = names[i], names[i + 1]
+            if spans[i][1] != spans[i + 1][0] or first == second:
+                continue
+            joined = english[first] + english[second]
+            for cut in range(1, min(len(joined), _RESPLIT_LONGEST) + 1):
+                if cut != len(english[first]):
+                    yield {**english, first: joined[:cut], second: joined[cut:]}
+
     def _with_pairs(self, regex: re.Pattern) -> re.Pattern:
         """``regex`` whose placeholders keep brackets in pairs, built when a reading first needs it: the
         first match cut a value inside its brackets (``(2`` of ``(2, 5), 6``)."""
@@ -393,6 +418,9 @@ class Catalogue:
 
 
 _OPENS, _CLOSES = "([{", ")]}"
+# Two placeholders side by side are re-split at most this far into their text (a value is a number or a
+# short phrase; a learner's long output is not worth a lookup per character).
+_RESPLIT_LONGEST = 80
 
 
 def _split_outside_brackets(text: str, separator: str) -> list[str]:

@@ -313,9 +313,11 @@ def test_the_chinese_sites_execution_cache_follows_the_printed_translations(tmp_
 
 
 def _naive(msgid: str) -> re.Pattern:
-    """The plain reading of an f-string message: each placeholder any text, tried at every length."""
+    """The plain reading of an f-string message: each placeholder any text, tried at every length; one that
+    ends the message may be empty (an optional hint: ``"expected {want}{hint}"``)."""
     pieces = re.split(r"\{[^{}]+\}", msgid)
-    return re.compile("(.+?)".join(map(re.escape, pieces)), re.DOTALL)
+    pattern = "(.+?)".join(map(re.escape, pieces))
+    return re.compile(pattern[:-len("(.+?)")] + "(.*?)" if pieces[-1] == "" and len(pieces) > 1 else pattern, re.DOTALL)
 
 
 def test_a_patterns_placeholders_match_as_the_plain_reading_does_without_trying_every_place():

@@ -488,6 +488,27 @@ def test_a_value_keeps_its_brackets_when_a_comma_follows_it():
     assert "(2, 5)" in said and "5)、" not in said, said
 
 
+def test_a_message_that_ends_in_an_optional_hint_reads_with_and_without_it():
+    """``f"... expected {want}{hint}"``: with no hint the last placeholder is empty, and with one nothing
+    marks where ``want`` ends. The message stayed English without a hint whenever ``want`` was one
+    character, and with a hint the first reading cut ``512`` after ``5`` and left the hint English
+    (exercise 01's layers_to_connect, found in round 15 of issue 29)."""
+    from course_runtime.language import PATTERN_FLAG, Catalogue, Entry, translate_message
+
+    table = Catalogue([Entry("f() returned {got}, expected {want}{hint}", "f() 返回了 {got}，应为 {want}{hint}",
+                             flags={PATTERN_FLAG}), Entry(": each layer adds one", "：每层只加一个")])
+    assert table.lookup("f() returned 1, expected 5") == "f() 返回了 1，应为 5"
+    assert table.lookup("f() returned 1, expected 512") == "f() 返回了 1，应为 512"
+    assert table.lookup("f() returned 1, expected 512: each layer adds one") == "f() 返回了 1，应为 512：每层只加一个"
+    assert table.lookup("f() returned 1, expected 512: a hint it does not know") == (
+        "f() 返回了 1，应为 512: a hint it does not know")
+    for message in ("layers_to_connect(100, 3, dilated=False) returned 12, expected 5",
+                    "layers_to_connect(1024, 3, dilated=False) returned 342, expected 512: each layer adds k - 1 "
+                    "positions, so you need ceil((n - 1) / (k - 1)) layers, not ceil(n / k)"):
+        said = translate_message(message, "zh_CN")
+        assert "expected" not in said and "each layer" not in said and re.search(r"[\u4e00-\u9fff]", said), said
+
+
 def test_update_flags_a_new_f_string_as_a_pattern(tmp_path, monkeypatch):
     """An f-string's entry is flagged ``course-pattern`` by the ``i18n update`` that adds it (the flag
     was lost on a new entry, so its placeholders matched nothing until a second update)."""
