@@ -512,11 +512,12 @@ def translate_message(message: str, language: str | None = None) -> str:
     if language == ENGLISH or not isinstance(message, str):
         return message
     table = catalogue("messages", language)
-    whole = table.lookup(message)
+    whole = table._lookup(message.strip())
     # A general entry ("{call} raised {kind}: {detail}") may take a hint line into a placeholder whose
-    # value the catalogue does not know: the parts apart translate more of it.
-    if whole is not None and not any(line.startswith(_HINT) for line in whole.split("\n")):
-        return whole
+    # value the catalogue does not know, and a pattern's last placeholder may take a hint sentence the
+    # code added after it (``f"... is {norm}." + " Return the norm ..."``): the parts apart translate more.
+    if whole is not None and not any(line.startswith(_HINT) for line in whole.translation.split("\n")):
+        return whole.translation if not whole.left or "\n" in message.strip() else _by_sentence(message, table)
     lines = message.split("\n")
     cut = next((i for i, line in enumerate(lines) if line.startswith(_HINT)), len(lines))
     body, hints = "\n".join(lines[:cut]), lines[cut:]
@@ -531,15 +532,18 @@ def translate_message(message: str, language: str | None = None) -> str:
 
 
 def _by_sentence(line: str, table: Catalogue) -> str:
-    """A line the catalogue knows as a whole, else sentence by sentence (unknown ones stay English)."""
-    whole = table.lookup(line)
-    if whole is not None:
-        return whole
-    out = ""
+    """A line the catalogue knows as a whole, else sentence by sentence (unknown ones stay English); of a
+    whole reading that leaves English and the sentences apart, the one that leaves less."""
+    whole = table._lookup(line.strip())
+    if whole is not None and not whole.left:
+        return whole.translation
+    out, left = "", 0
     for sentence in _SENTENCE_END.split(line):
-        piece = table.lookup(sentence) or sentence
+        found = table._lookup(sentence.strip())
+        piece = sentence if found is None else found.translation
+        left += english_letters(sentence) if found is None else found.left
         out += piece if not out or re.search(r"[。！？：；）]$", out) else " " + piece
-    return out
+    return whole.translation if whole is not None and whole.left <= left else out
 
 
 def notebook_language(nb) -> str:

@@ -507,6 +507,14 @@ def test_a_message_that_ends_in_an_optional_hint_reads_with_and_without_it():
                     "positions, so you need ceil((n - 1) / (k - 1)) layers, not ceil(n / k)"):
         said = translate_message(message, "zh_CN")
         assert "expected" not in said and "each layer" not in said and re.search(r"[\u4e00-\u9fff]", said), said
+    # a hint sentence added after a pattern that ends in a placeholder ("... is {norm}." + " Return ..."): the
+    # last placeholder took it in, and it stayed English; read sentence by sentence, both sentences translate
+    said = translate_message("clip_gradients returned the norm 1; the global norm before clipping is 3.2. "
+                             "Return the norm measured before you rescale.", "zh_CN")
+    assert said == (translate_message("clip_gradients returned the norm 1; the global norm before clipping is 3.2.",
+                                      "zh_CN") + translate_message("Return the norm measured before you rescale.",
+                                                                   "zh_CN")), said
+    assert "Return" not in said
 
 
 def test_update_flags_a_new_f_string_as_a_pattern(tmp_path, monkeypatch):
