@@ -543,7 +543,20 @@ def _by_sentence(line: str, table: Catalogue) -> str:
         piece = sentence if found is None else found.translation
         left += english_letters(sentence) if found is None else found.left
         out += piece if not out or re.search(r"[。！？：；）]$", out) else " " + piece
-    return whole.translation if whole is not None and whole.left <= left else out
+    readings = [(left, out)] + ([(whole.left, whole.translation)] if whole is not None else [])
+    # a hint the code joined with a colon (f"... got {n}" + ": return the tokens without the prompt")
+    for head, tail in _colon_cuts(line):
+        first, second = table._lookup(head.strip()), table._lookup(tail.strip())
+        if first is not None and second is not None:
+            joined = first.translation.rstrip("。") + second.translation
+            readings.append((first.left + second.left, joined if re.search(r"[。！？）]$", joined) else joined + "。"))
+    return min(readings, key=lambda reading: reading[0])[1]
+
+
+def _colon_cuts(line: str) -> list[tuple[str, str]]:
+    """``line`` cut before each ``": "`` outside brackets and backticks: (the words before, ``": ..."``)."""
+    parts = _split_outside_brackets(line, ": ")
+    return [(": ".join(parts[:i]), ": " + ": ".join(parts[i:])) for i in range(1, len(parts))]
 
 
 def notebook_language(nb) -> str:

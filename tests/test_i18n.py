@@ -515,6 +515,10 @@ def test_a_message_that_ends_in_an_optional_hint_reads_with_and_without_it():
                                       "zh_CN") + translate_message("Return the norm measured before you rescale.",
                                                                    "zh_CN")), said
     assert "Return" not in said
+    # and a hint joined with a colon after a pattern's last placeholder (exercise 07's beam_search)
+    head = translate_message("expected 4 generated tokens, got 8", "zh_CN")
+    said = translate_message("expected 4 generated tokens, got 8: return the generated tokens without the prompt", "zh_CN")
+    assert said.startswith(head.rstrip("。")) and "return" not in said and said.endswith("。"), said
 
 
 def test_update_flags_a_new_f_string_as_a_pattern(tmp_path, monkeypatch):
