@@ -235,6 +235,9 @@ _ENGLISH_WORD = re.compile(r"(?<![\w.`])[A-Za-z]{2,}(?![\w.(`])")
 # How many texts a catalogue remembers reading (each lookup tries every pattern that matches).
 _READINGS_KEPT = 20_000
 _HAN_SPACE = re.compile(r"(?<=[\u4e00-\u9fff]) (?=[\u4e00-\u9fff])")
+_AFTER_FULL_STOP = re.compile(r"(?<=[。！？]) +(?=[\u4e00-\u9fff])")
+# A right-aligned table cell is short; a longer value that starts with a space is a phrase joined by it.
+_CELL_LONGEST = 24
 # A value that is one name (``weights``, ``h_n``, ``model.lm_head``): in backticks it is code, never translated.
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
 
@@ -388,8 +391,9 @@ class Catalogue:
             values[name] = value if inner is None else _in_its_columns(value, inner.translation)
             left += 0 if as_code else english_letters(value) if inner is None else inner.left
         filled = "".join(values.get(name, "{" + name + "}") if name else piece for piece, name in template_parts(template))
-        # the space a template keeps beside an English value goes where the value came out Chinese
-        return _Reading(_HAN_SPACE.sub("", filled), left, template, english)
+        # the space a template keeps beside an English value goes where the value came out Chinese, and so does
+        # the space that joined an English hint to the sentence before it (之和。 提示 -> 之和。提示)
+        return _Reading(_AFTER_FULL_STOP.sub("", _HAN_SPACE.sub("", filled)), left, template, english)
 
     def _resplit(self, regex: re.Pattern, names: list[str], english: dict[str, str]):
         """The other ways to share the text of two placeholders that stand side by side in the message
@@ -889,13 +893,16 @@ def same_width(english: str, translation: str) -> str:
 def _in_its_columns(english: str, translation: str) -> str:
     """A placeholder's value translated where the English value stood: one padded on the left only was
     right-aligned by its format (``f"{memory:>9s}"``), so its translation ends in the English's last column
-    (chapter 11's table: ``"     none"`` becomes ``"       无"``); any other as :func:`same_width` writes it.
+    (chapter 11's table: ``"     none"`` becomes ``"       无"``); any other as :func:`same_width` writes it. A
+    value longer than a table's cell is a phrase that starts with its joining space (a hint, ``" Hint: ..."``),
+    not a right-aligned cell: it was padded by the width the Chinese saves (18 spaces before a hint).
 
     Example:
         >>> _in_its_columns("     none", "无"), _in_its_columns("none   ", "无")
         ('       无', '无     ')
     """
-    if english.strip() and english == english.rstrip() and english != english.lstrip():
+    if (english.strip() and english == english.rstrip() and english != english.lstrip()
+            and len(english.strip()) <= _CELL_LONGEST):
         return " " * max(0, display_width(english) - display_width(translation)) + translation
     return same_width(english, translation)
 

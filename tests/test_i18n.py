@@ -519,6 +519,12 @@ def test_a_message_that_ends_in_an_optional_hint_reads_with_and_without_it():
     head = translate_message("expected 4 generated tokens, got 8", "zh_CN")
     said = translate_message("expected 4 generated tokens, got 8: return the generated tokens without the prompt", "zh_CN")
     assert said.startswith(head.rstrip("。")) and "return" not in said and said.endswith("。"), said
+    # a hint joined by its leading space is not a right-aligned table cell: no run of spaces before it
+    said = translate_message("beam_search(beam_size=3, n_steps=4) returned [5, 6, 7] with score -3.2000; expected "
+                             "[5, 6, 8] with score -3.1000. Score a sequence by the SUM of the log-probabilities of "
+                             "all its generated tokens. Hint: keep the best candidates over ALL beams together, not "
+                             "the best tokens of each beam.", "zh_CN")
+    assert "  " not in said and "。提示：" in said and "Hint" not in said, said
 
 
 def test_update_flags_a_new_f_string_as_a_pattern(tmp_path, monkeypatch):
