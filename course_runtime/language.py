@@ -399,11 +399,10 @@ class Catalogue:
         """The other ways to share the text of two placeholders that stand side by side in the message
         (``"expected {want}{hint}"``: nothing marks where ``50`` ends and ``": each layer adds ..."``
         begins, and the first reading cuts after ``5``), each as a new ``english``."""
-        msgid = self._msgids[regex]
-        spans = [m.span() for m in re.finditer(r"\{\{|\}\}|\{([^{}]+)\}", msgid) if m.group(1) is not None]
-        for i in range(len(spans) - 1):
+        placed = [i for i, (_, name) in enumerate(template_parts(self._msgids[regex])) if name]
+        for i in range(len(placed) - 1):
             first, second = names[i], names[i + 1]
-            if spans[i][1] != spans[i + 1][0] or first == second:
+            if placed[i + 1] != placed[i] + 1 or first == second:     # words between them, or one name twice
                 continue
             joined = english[first] + english[second]
             for cut in range(1, min(len(joined), _RESPLIT_LONGEST) + 1):
