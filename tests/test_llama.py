@@ -315,10 +315,70 @@ def test_smollm2_greedy_tokens_with_our_cache_equal_hugging_face(smollm2):
 
 @pytest.mark.slow
 def test_course_runtime_reads_the_same_smollm2_weights_without_transformers(smollm2):
-    """Exercise 12 loads SmolLM2 in the learner's kernel with course_runtime.pretrained (gguf alone)."""
+    """Exercise 12 loads SmolLM2 in the learner's kernel with course_runtime.pretrained (its own GGUF reader: no gguf, no transformers)."""
     assert not smollm2["course_runtime_names_missing"] and not smollm2["course_runtime_names_unexpected"], smollm2
     assert smollm2["course_runtime_unequal"] == []
     assert smollm2["course_runtime_decoded"] == PROMPT
+
+
+def _tiny_gguf(path, gguf):
+    """A small GGUF file as llama.cpp's own writer (the ``gguf`` package) writes one: metadata of each
+    kind the course's reader meets, and one tensor of each type SmolLM2's file holds (F32, Q4_1, Q8_0)
+    plus F16, quantized by ``gguf`` from random values. Returns ``{name: (type, values)}``."""
+    import numpy
+
+    kinds = gguf.GGMLQuantizationType
+    rng = numpy.random.default_rng(0)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_uint32("test.count", 7)
+    writer.add_float32("test.eps", 1e-5)
+    writer.add_string("test.name", "tiny 小")
+    writer.add_array("test.tokens", ["<s>", "Ġthe", "é"])
+    writer.add_array("test.scores", [0.5, -1.25])
+    tensors = {}
+    for name, kind, shape in (("a.f32", kinds.F32, (3, 5)), ("b.q4_1", kinds.Q4_1, (4, 64)),
+                              ("c.q8_0", kinds.Q8_0, (2, 96)), ("d.f16", kinds.F16, (6, 2))):
+        values = rng.standard_normal(shape).astype(numpy.float32)
+        stored = values if kind == kinds.F32 else gguf.quants.quantize(values, kind)
+        writer.add_tensor(name, stored, raw_dtype=kind)
+        tensors[name] = (kind, stored)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return tensors
+
+
+def test_course_runtime_reads_a_gguf_file_as_the_gguf_package_does(tmp_path, monkeypatch):
+    """Exercise 12's reader (course_runtime.pretrained, no gguf in the learner's kernel) against the gguf
+    package on a small file that package wrote: the same metadata and, bit for bit, the same values."""
+    gguf = pytest.importorskip("gguf")
+    import numpy
+
+    from course_runtime import pretrained
+
+    path = tmp_path / "tiny.gguf"
+    written = _tiny_gguf(path, gguf)
+    monkeypatch.setattr(pretrained, "smollm2_gguf_path", lambda: path)
+    pretrained._gguf_file.cache_clear()
+    try:
+        metadata, tensors, data = pretrained._gguf_file()
+        assert (metadata["test.count"], metadata["test.name"]) == (7, "tiny 小")
+        assert metadata["test.eps"] == pytest.approx(1e-5) and metadata["test.scores"] == [0.5, -1.25]
+        assert metadata["test.tokens"] == ["<s>", "Ġthe", "é"] and metadata["general.architecture"] == "llama"
+        assert [name for name, *_ in tensors] == list(written)
+        for name, dims, kind, at in tensors:
+            expected = numpy.array(gguf.quants.dequantize(written[name][1], written[name][0]), dtype=numpy.float32)
+            mine = pretrained._dequantize(data, at, kind, dims)
+            assert mine.dtype == torch.float32 and torch.equal(mine, torch.from_numpy(expected)), name
+        # A damaged file (cut short, or not GGUF at all) says what to do.
+        for damaged in (path.read_bytes()[:200], b"PK\x03\x04 not a gguf file"):
+            path.write_bytes(damaged)
+            pretrained._gguf_file.cache_clear()
+            with pytest.raises(ValueError, match=r"is not the GGUF file this course reads .*reinstall it with:  pip install"):
+                pretrained._gguf_file()
+    finally:
+        pretrained._gguf_file.cache_clear()
 
 
 @pytest.mark.slow
