@@ -8,9 +8,9 @@ notebook, so that each assignment runs once or twice, not once per style): a hel
 switched-off function, getattr / setattr loops over computed names on ``self``, ``model.train()`` in a train step, ``.decode()`` /
 ``.generate()`` methods of the learner's own objects, ``x.grad`` reads, a top-level comparison with the
 built-in the part replaces (in the same cell or in an extra one), an extra helper cell with ``torch.cat``,
-parameters named ``input`` / ``vars`` / ``compile``, the Chinese edition (two assignments of one learner;
-``tests/test_notebooks.py`` grades every assignment's), a setup cell pinned to an
-earlier release. Each must earn every automatic point with no flag. The hostile notebooks switch the
+parameters named ``input`` / ``vars`` / ``compile``, the Chinese edition (one learner of the Chinese class
+writes the styles of two assignments there; ``tests/test_notebooks.py`` grades every assignment's), a setup
+cell pinned to an earlier release. Each must earn every automatic point with no flag. The hostile notebooks switch the
 kernel's guard off through a scope-blind name or an attribute path, or reach a switched-off built-in
 through a computed ``getattr``: each earns nothing for the part it attacks.
 """
@@ -366,23 +366,25 @@ assert _out.shape == (1, 5)
 
 
 def _styles() -> dict[str, tuple[str, dict]]:
-    """style -> (assignment, what :func:`notebook` changes for it: ``changes``, ``extra``, ``before``, ``pin``)."""
+    """style -> (assignment, what :func:`notebook` changes for it: ``changes``, ``extra``, ``before``, ``pin``,
+    and ``append``: grade id -> code added at the end of that cell, after the answer or another style's
+    change of it)."""
     # The assignments these styles change, by number, from the folders: a later assignment adds none.
     numbered = {int(name.split("-")[0]): name for name in NOTEBOOKS}
     a01, a02, a03, a04, a05, a06, a07, a08, a09, a10, a11 = (numbered[n] for n in range(1, 12))
     return {
         "v01-grad-read": (a01, {"extra": [GRAD_DEMO]}),
-        "v01-grad-same-cell": (a01, {"changes": {"rnn_forward": _answers(a01)["rnn_forward"] + "\n\n" + GRAD_DEMO}}),
+        "v01-grad-same-cell": (a01, {"append": {"rnn_forward": "\n\n" + GRAD_DEMO}}),
         "v02-softmax-method": (a02, {"changes": {"stable_softmax": SOFTMAX_METHOD}}),
         "v02-setattr-loops": (a02, {"changes": {"self_attention_module": SELF_ATTENTION_LOOPS}}),
-        "v02-check-same-cell": (a02, {"changes": {"stable_softmax": _answers(a02)["stable_softmax"] + "\n\n" + SOFTMAX_CHECK}}),
+        "v02-check-same-cell": (a02, {"append": {"stable_softmax": "\n\n" + SOFTMAX_CHECK}}),
         "v02-check-extra-cell": (a02, {"extra": [SOFTMAX_CHECK]}),
         "v02-input-vars-compile": (a02, {"changes": {"project_qkv": PROJECT_INPUT}}),
         "v02-pinned-release": (a02, {"pin": "v2026.1.0"}),
         "v03-input-vars-compile": (a03, {"changes": {"masked_attention": MASKED_COMPILE}}),
         "v04-getattr-forward": (a04, {"changes": {"multi_head_attention":
             _answers(a04)["multi_head_attention"].split("    def forward")[0] + MHA_LOOPS}}),
-        "v04-check-same-cell": (a04, {"changes": {"multi_head_attention": _answers(a04)["multi_head_attention"] + "\n\n" + MHA_CHECK}}),
+        "v04-check-same-cell": (a04, {"append": {"multi_head_attention": "\n\n" + MHA_CHECK}}),
         "v04-check-extra-cell": (a04, {"extra": [MHA_CHECK]}),
         "v04-input-vars": (a04, {"changes": {"split_heads": SPLIT_INPUT}}),
         "v05-layer-norm-method": (a05, {"changes": {"layer_norm": LAYER_NORM_METHOD}}),
@@ -391,7 +393,7 @@ def _styles() -> dict[str, tuple[str, dict]]:
         "v06-pinned-release": (a06, {"pin": "v2026.1.0"}),
         "v07-setattr-loops": (a07, {"changes": {"decoder_block": DECODER_LOOPS}}),
         "v07-decode-method": (a07, {"changes": {"beam_search": BEAM_DECODE}}),
-        "v07-check-same-cell": (a07, {"changes": {"top_k_probs": _answers(a07)["top_k_probs"] + TOP_K_CHECK}}),
+        "v07-check-same-cell": (a07, {"append": {"top_k_probs": TOP_K_CHECK}}),
         "v07-check-extra-cell": (a07, {"extra": [TOP_K_CHECK]}),
         "v08-cat-helper-cell": (a08, {"changes": {"cached_attention_step": _replace(
             a08, "cached_attention_step", "return out.transpose(1, 2).reshape(batch, n_new, d_model) @ w_o",
@@ -415,46 +417,48 @@ def _styles() -> dict[str, tuple[str, dict]]:
     }
 
 
+# The assignments whose styles the learner of the Chinese class writes, in the Chinese edition.
+CHINESE = ("01-rnn-limits", "02-self-attention")
+
+
 def _learner(style: str) -> str:
     """The learner who hands in ``style``: one learner per assignment writes all of that assignment's
-    styles in one notebook (each style is its own cell, or its own part of the setup), and a second one
-    the styles that change a cell the first already changed; a notebook is graded once, so a style
-    costs no full run of its assignment of its own (issue 33)."""
-    assignment = style.split("-")[0]
-    return f"{assignment}-second" if style in SECOND else f"{assignment}-styles"
-
-
-# The styles that change the same graded cell as another style of their assignment.
-SECOND = {"v02-check-same-cell", "v04-check-same-cell"}
+    styles in one notebook (each style is its own cell, its own addition to a cell, or its own part of the
+    setup), so that a notebook is graded once and a style costs no full run of its assignment of its own
+    (issue 33); the learner of the Chinese class writes those of :data:`CHINESE`, one notebook each."""
+    assignment = _styles()[style][0]
+    return f"zh-learner/{assignment}" if assignment in CHINESE else f"{style.split('-')[0]}-styles"
 
 
 def _merged(styles: list[str]) -> tuple[str, str]:
     """(assignment, notebook text) for one learner who writes every style of ``styles`` (one assignment,
-    no graded cell changed twice)."""
+    no graded cell replaced twice; a cell's additions come after its answer or its replacement)."""
     specs = [_styles()[style] for style in styles]
     assignment = specs[0][0]
-    changes, extra, before, pin = {}, [], {}, None
+    changes, append, extra, before, pin = {}, {}, [], {}, None
     for style, (other, spec) in zip(styles, specs):
         assert other == assignment and not set(spec.get("changes", {})) & set(changes), style
         changes.update(spec.get("changes", {}))
+        for grade_id, code in spec.get("append", {}).items():
+            append[grade_id] = append.get(grade_id, "") + code
         extra += spec.get("extra", [])
         before.update(spec.get("before", {}))
         pin = spec.get("pin", pin)
-    return assignment, notebook(assignment, changes, extra=extra, before=before, pin=pin)
+    answers = _answers(assignment)
+    changes.update({grade_id: changes.get(grade_id, answers[grade_id]) + code for grade_id, code in append.items()})
+    edition = "zh/exercises" if assignment in CHINESE else "exercises"
+    return assignment, notebook(assignment, changes, edition=edition, extra=extra, before=before, pin=pin)
 
 
 def _honest() -> dict[str, tuple[str, str]]:
-    """learner -> (assignment, notebook text): the honest styles, merged per learner, and the Chinese class."""
+    """learner -> (assignment, notebook text): the honest styles, merged per learner. The learner of the
+    Chinese class types the solution's answers (English docstrings and all) into the parts no style
+    changes; every assignment's Chinese edition with the translated answers is graded by
+    tests/test_notebooks.py's round trip, which also asks for no flag."""
     learners: dict[str, list[str]] = {}
     for style in _styles():
         learners.setdefault(_learner(style), []).append(style)
-    variants = {learner: _merged(styles) for learner, styles in learners.items()}
-    # One learner of the Chinese class hands in two assignments, every answer right. Every assignment's
-    # Chinese edition with the answers typed in is graded by tests/test_notebooks.py's round trip, which
-    # also asks for no flag: grading all of them here again would double the most expensive kernels.
-    for assignment in sorted(NOTEBOOKS)[:2]:
-        variants[f"zh-learner/{assignment}"] = (assignment, notebook(assignment, edition="zh/exercises"))
-    return variants
+    return {learner: _merged(styles) for learner, styles in learners.items()}
 
 
 # --- the hostile ones (02): each attacks stable_softmax ------------------------------------------
@@ -530,8 +534,7 @@ def automatic_points(assignment: str) -> dict[str, float]:
 
 
 def _row(graded, student: str, assignment: str) -> dict:
-    learner = student.partition("/")[0]
-    key = f"{learner}|{assignment}"
+    key = f"{student.partition('/')[0]}|{assignment}"
     assert key in graded["rows"], sorted(graded["rows"])
     return graded["rows"][key]
 
@@ -542,15 +545,15 @@ def _lost(graded, student, assignment) -> dict:
             if float(row[column] or 0) != full}
 
 
-HONEST = sorted(_styles()) + sorted(student for student in _honest() if student.startswith("zh-learner/"))
+HONEST = sorted(_styles())
 
 
 @pytest.mark.parametrize("style", HONEST)
 def test_honest_variant_earns_every_automatic_point_with_no_flag(graded, style):
     """The notebook holding ``style`` (with the other styles of its learner) loses no automatic point and
     gets no flag."""
-    student = style if style.startswith("zh-learner/") else _learner(style)
-    assignment = _honest()[student][0]
+    student = _learner(style)
+    assignment = _styles()[style][0]
     row = _row(graded, student, assignment)
     page = graded["pages"].get(f"{student.partition('/')[0]}|{assignment}", "")
     assert row["status"] == "graded", row["status"]
@@ -565,9 +568,11 @@ def test_hostile_notebook_earns_nothing_for_the_part_it_attacks(graded, student)
 
 
 def test_the_batch_has_every_variant(graded):
-    assert len(HONEST) >= 30
-    handed_in = {row.partition("|")[0] for row in graded["rows"]}
-    assert {_learner(style) for style in _styles()} <= handed_in, "every style is in a graded notebook"
+    assert len(HONEST) >= 28
+    handed_in = set(graded["rows"])
+    assert {f"{_learner(style).partition('/')[0]}|{_styles()[style][0]}" for style in _styles()} <= handed_in, \
+        "every style is in a graded notebook"
+    assert {f"zh-learner|{assignment}" for assignment in CHINESE} <= handed_in, "the Chinese edition is graded"
     print(f"batch of {len(graded['rows'])} rows graded in {graded['seconds']:.0f} s")
 
 
