@@ -190,33 +190,58 @@ MISTAKES = {
 }
 
 
-@pytest.mark.parametrize("notebook", sorted(MISTAKES))
-def test_classic_mistakes_fail_a_visible_test_that_names_them(notebook, tmp_path):
-    """All of one notebook's mistakes in one kernel: each visible test runs right after its part is
-    replaced by a wrong version, and the right version is restored before the next mistake."""
+# Between two notebooks in the one kernel: the next starts with no name of the last (its setup imports again,
+# from the modules already loaded) and no figure of it open, as in a kernel of its own.
+_NEXT_NOTEBOOK = "import matplotlib.pyplot\nmatplotlib.pyplot.close(\"all\")\n%reset -f\n"
+
+
+def _mistake_cells(notebook: str) -> tuple[list[str], list[tuple[str, int, str]]]:
+    """The cells that run ``notebook``'s mistakes: its setup, imports and solutions, every visible test
+    (helpers later cells share), then per mistake the wrong part, its visible test and the right part
+    again; and per mistake (name, index of its test among these cells, words its message must contain)."""
     from autograder.engine.plan import strip_hidden_region
 
     source = nbformat.read(str(REPO_ROOT / "solutions" / notebook), as_version=4)
     by_id = {c.get("id"): c for c in source.cells}
     graded = [c for c in source.cells if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"]
-    setup = [c for c in source.cells if c.cell_type == "code" and "demo" not in c.metadata.get("tags", [])
-             and not c.metadata.get("nbgrader", {}).get("grade")]            # setup, imports and the solutions
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c.source) for c in setup]
+    cells = [c.source for c in source.cells if c.cell_type == "code" and "demo" not in c.metadata.get("tags", [])
+             and not c.metadata.get("nbgrader", {}).get("grade")]              # setup, imports and the solutions
     visible = {c.get("id"): strip_hidden_region(c.source)[0] for c in graded}
-    nb.cells += [nbformat.v4.new_code_cell(test) for test in visible.values()]   # helpers later cells share
+    cells += visible.values()
     runs = []
     for name, (cell_id, right, wrong, test_id, words) in MISTAKES[notebook].items():
         original = by_id[cell_id].source
         assert original.count(right) == 1, f"{name}: the solution no longer contains {right!r} once"
-        nb.cells.append(nbformat.v4.new_code_cell(original.replace(right, wrong)))
-        nb.cells.append(nbformat.v4.new_code_cell(visible[test_id]))
-        runs.append((name, len(nb.cells) - 1, words))
-        nb.cells.append(nbformat.v4.new_code_cell(original))
+        cells += [original.replace(right, wrong), visible[test_id]]
+        runs.append((name, len(cells) - 1, words))
+        cells.append(original)
+    return cells, runs
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory) -> dict[str, list[tuple[str, list[dict]]]]:
+    """notebook -> (mistake, error outputs of its visible test) for every mistake, all notebooks in one kernel
+    one after the other, each from a clean namespace (a kernel's start and ``import torch`` paid once, not
+    once per notebook; exercise 10 last, whose setup sets torch to one thread)."""
+    nb = nbformat.v4.new_notebook()
+    runs = {}
+    for notebook in sorted(MISTAKES):
+        nb.cells.append(nbformat.v4.new_code_cell(_NEXT_NOTEBOOK))
+        cells, mine = _mistake_cells(notebook)
+        offset = len(nb.cells)
+        nb.cells += [nbformat.v4.new_code_cell(cell) for cell in cells]
+        runs[notebook] = [(name, offset + index, words) for name, index, words in mine]
     NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=dict(os.environ))
-    for name, index, words in runs:
-        errors = [o for o in nb.cells[index].outputs if o.get("output_type") == "error"]
+                   resources={"metadata": {"path": str(tmp_path_factory.mktemp("mistakes"))}}).execute(env=dict(os.environ))
+    return {notebook: [(name, [o for o in nb.cells[index].outputs if o.get("output_type") == "error"], words)
+                       for name, index, words in mine] for notebook, mine in runs.items()}
+
+
+@pytest.mark.parametrize("notebook", sorted(MISTAKES))
+def test_classic_mistakes_fail_a_visible_test_that_names_them(notebook, outcomes):
+    """Each visible test runs right after its part is replaced by a wrong version, and the right version is
+    restored before the next mistake."""
+    for name, errors, words in outcomes[notebook]:
         assert errors, f"{name}: the visible test passed a wrong answer"
         assert errors[0]["ename"] == "AssertionError" and words in errors[0]["evalue"], (
             f"{name}: got {errors[0]['ename']}: {errors[0]['evalue']!r}")
