@@ -5,7 +5,9 @@
 kernel, next to the learner's code, and only the verdict comes back: naive attention, the full matrix
 cut into blocks afterwards and labels that are the input tensor earn nothing for their part when graded
 through the command line, as their visible tests say in Jupyter; honest code (blockwise, also with K
-transposed up front) earns full marks.
+transposed up front) earns full marks. The model solution itself is graded to full marks by the round trip
+of tests/test_notebooks.py (the same notebook once rebuilt on the plan), so it is not graded again here:
+every other part must earn what the solution's metadata gives it.
 """
 
 import contextlib
@@ -64,11 +66,11 @@ INPUT_AS_LABELS = '''def teacher_forcing_batch(targets, bos_id, pad_id=None):
     return decoder_inputs, torch.where(targets == pad_id, -100, targets)
 '''
 
-EXERCISES = {  # assignment: (notebook, the part under test, its solution cell, {student: its code or None})
+EXERCISES = {  # assignment: (notebook, the part under test, its solution cell, {student: its code})
     "09-complexity": ("complexity.ipynb", "test_blockwise_attention", "blockwise_attention",
-                      {"honest": None, "transposed": TRANSPOSED_UP_FRONT, "naive": NAIVE, "cut": CUT_AFTERWARDS}),
+                      {"transposed": TRANSPOSED_UP_FRONT, "naive": NAIVE, "cut": CUT_AFTERWARDS}),
     "07-three-architectures": ("three_architectures.ipynb", "test_teacher_forcing_batch", "teacher_forcing_batch",
-                               {"honest": None, "aliased": INPUT_AS_LABELS}),
+                               {"aliased": INPUT_AS_LABELS}),
 }
 DISHONEST = {"naive", "cut", "aliased"}
 
@@ -78,13 +80,21 @@ def _cells(assignment: str, folder: str) -> list[dict]:
     return json.loads((ROOT / folder / assignment / notebook).read_text(encoding="utf-8"))["cells"]
 
 
-def submission(assignment: str, code: str | None) -> str:
+def _full_marks(assignment: str) -> dict[str, float | None]:
+    """Each graded cell's column in grades.csv and what the model solution earns there: its points, or
+    ``None`` for a written answer, which waits for a human grader."""
+    stem = Path(EXERCISES[assignment][0]).stem
+    return {f"{stem}:{c['metadata']['nbgrader']['grade_id']}":
+            None if c["metadata"]["nbgrader"].get("solution") else float(c["metadata"]["nbgrader"]["points"])
+            for c in _cells(assignment, "solutions") if c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+def submission(assignment: str, code: str) -> str:
     """The released exercise with the solution's answers, the part under test replaced by ``code``."""
     notebook, _, cell_id, _ = EXERCISES[assignment]
     answers = {c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"]) for c in _cells(assignment, "solutions")
                if c["metadata"].get("nbgrader", {}).get("solution")}
-    if code is not None:
-        answers[cell_id] = code
+    answers[cell_id] = code
     nb = json.loads((ROOT / "exercises" / assignment / notebook).read_text(encoding="utf-8"))
     for cell in nb["cells"]:
         grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
@@ -95,32 +105,33 @@ def submission(assignment: str, code: str | None) -> str:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    """Every student of both assignments graded in one batch (one grader, one set of job slots), as the
+    command line grades a folder of ``<student>/<assignment>/<notebook>``: ``{"<assignment>/<student>":
+    {column: points, or None where the cell is empty}}`` for the columns of that student's notebook."""
     def run(folder: Path) -> dict:
-        points = {}
-        for assignment, (notebook, part, _, students) in EXERCISES.items():
-            subs, out = folder / assignment / "submissions", folder / assignment / "out"
+        subs, out = folder / "submissions", folder / "out"
+        for assignment, (notebook, _, _, students) in EXERCISES.items():
             for student, code in students.items():
-                (subs / student).mkdir(parents=True)
-                (subs / student / notebook).write_text(submission(assignment, code), encoding="utf-8")
-            main(["grade", str(subs), "--assignment", assignment, "--out", str(out), "--jobs", "2", "--no-progress"])
-            with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
-                rows = {r["student"]: r for r in csv.DictReader(handle)}
-            column = f"{Path(notebook).stem}:{part}"
-            maximum = next(float(c["metadata"]["nbgrader"]["points"]) for c in _cells(assignment, "solutions")
-                           if c["metadata"].get("nbgrader", {}).get("grade_id") == part)
-            for student, row in rows.items():
-                others = {k: v for k, v in row.items() if ":" in k and k != column}
-                points[f"{assignment}/{student}"] = {"part": float(row[column]), "max": maximum, "others": others}
-        return points
+                (subs / student / assignment).mkdir(parents=True)
+                (subs / student / assignment / notebook).write_text(submission(assignment, code), encoding="utf-8")
+        main(["grade", str(subs), "--assignment", "all", "--out", str(out), "--jobs", "2", "--no-progress"])
+        with open(out / "grades.csv", newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        return {f"{row['assignment']}/{row['student']}":
+                {column: float(value) if value else None for column, value in row.items()
+                 if column.startswith(Path(EXERCISES[row["assignment"]][0]).stem + ":")} for row in rows}
 
     return run_once(tmp_path_factory, "properties-where-graded", run)
 
 
 @pytest.mark.parametrize("assignment, student", [(a, s) for a, (*_, students) in EXERCISES.items() for s in students])
 def test_the_property_decides_the_part_when_graded(graded, assignment, student):
+    notebook, part, _, _ = EXERCISES[assignment]
+    column, full = f"{Path(notebook).stem}:{part}", _full_marks(assignment)
     earned = graded[f"{assignment}/{student}"]
-    assert earned["part"] == (0.0 if student in DISHONEST else earned["max"]), earned
-    assert earned["others"] == graded[f"{assignment}/honest"]["others"], "the other parts are not affected"
+    assert earned[column] == (0.0 if student in DISHONEST else full[column]), earned
+    assert {k: v for k, v in earned.items() if k != column} == {k: v for k, v in full.items() if k != column}, (
+        "the other parts earn what the model solution earns")
 
 
 def _visible_test(assignment: str) -> str:
