@@ -173,9 +173,11 @@ def build_submissions(course: Path, subs: Path, out: Path, port: int) -> None:
         WRONG_SOFTMAX + "\nprint('Part A: visible tests passed.')\n"
         "get_ipython().showtraceback = lambda *a, **k: print('All tests passed!')\n"))
     put("loop", with_softmax("def softmax(x):\n    while True:\n        pass"))
-    put("stubborn", with_softmax(GOOD_SOFTMAX, "def scale(scores, d_k):\n    import signal\n"
+    # Ignores interrupts while it waits, as a blocked call does (the loop that spins is "loop"'s): the
+    # kernel must be stopped, and waiting leaves the machine's cores to the rest of the suite.
+    put("stubborn", with_softmax(GOOD_SOFTMAX, "def scale(scores, d_k):\n    import signal, time\n"
                                  "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                                 "    while True:\n        pass"))
+                                 "    while True:\n        time.sleep(0.05)"))
     put("memory_bomb", with_softmax("def softmax(x):\n    hog = []\n    while True:\n"
                                     "        hog.append(bytearray(64 * 2 ** 20))"))
     put("fork_bomb", with_softmax("def softmax(x):\n    import os\n    while True:\n        os.fork()"))
