@@ -1,5 +1,6 @@
 """The final exercise, 11-your-own-gpt: the whole notebook runs as a learner runs it (training included),
-and classic mistakes get the message that names them.
+and classic mistakes get the message that names them (in the same kernel, after the notebook: one start of
+Python, torch and the course, not two).
 
 The grading round trip (solution full marks, blank 0) is in test_notebooks.py, like every assignment's.
 """
@@ -20,26 +21,61 @@ SHAKESPEARE_DIR = Path("/work/shared/data")
 pytestmark = pytest.mark.skipif(not SOLUTION.is_file(), reason="the assignment is not in this checkout")
 
 
-def _execute(nb, tmp_path, **kwargs):
+def _execute(nb, folder):
     env = dict(os.environ)
     if (SHAKESPEARE_DIR / "tinyshakespeare.txt").is_file():  # offline copy; elsewhere it downloads or falls back
         env["TRANSFORMER_CORE_DATA"] = str(SHAKESPEARE_DIR)
     env["COURSE_QUICK_RUN"] = "1"      # Part H trains a tiny model for 100 steps: seconds, however busy the machine
     # The timeout only catches a hang: with the quick run, no cell needs more than a few seconds of CPU.
-    client = NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}},
-                            **kwargs)
+    client = NotebookClient(nb, timeout=900, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(folder)}})
     client.execute(env=env)
-    return nb
 
 
 def _stdout(cell) -> str:
     return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
 
 
+def _mistake_cells(source) -> tuple[list[str], list[tuple[str, int, str]]]:
+    """The cells that follow the notebook: every visible test (they define the checks, and helpers later
+    cells share), then per mistake the wrong part, its visible test and the right part again; and per
+    mistake (name, index of its test among these cells, words its message must contain)."""
+    from autograder.engine.plan import strip_hidden_region
+
+    by_id = {c.get("id"): c for c in source.cells}
+    visible_tests = {c.get("id"): strip_hidden_region(c.source)[0] for c in source.cells
+                     if c.metadata.get("nbgrader", {}).get("grade")}
+    cells = list(visible_tests.values())
+    runs = []
+    for name, (cell_id, right, wrong, test_id, words) in MISTAKES.items():
+        original = by_id[cell_id].source
+        assert right in original, f"{name}: the solution no longer contains {right!r}"
+        cells += [original.replace(right, wrong), visible_tests[test_id]]
+        runs.append((name, len(cells) - 1, words))
+        cells.append(original)
+    return cells, runs
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """The solution notebook executed whole as a learner runs it, then in the same kernel its mistakes:
+    (the notebook's cells, the cells of the mistakes, and per mistake (name, index of its test, words))."""
+    source = nbformat.read(str(SOLUTION), as_version=4)
+    nb = nbformat.read(str(SOLUTION), as_version=4)
+    mistakes, runs = _mistake_cells(source)
+    n_notebook = len(nb.cells)
+    nb.cells += [nbformat.v4.new_code_cell(cell) for cell in mistakes]
+    _execute(nb, tmp_path_factory.mktemp("your-own-gpt"))
+    return nb.cells[:n_notebook], nb.cells[n_notebook:], runs
+
+
 @pytest.mark.slow
-def test_the_solution_runs_end_to_end_and_the_model_learns(tmp_path):
-    nb = _execute(nbformat.read(str(SOLUTION), as_version=4), tmp_path)
-    printed = "".join(_stdout(c) for c in nb.cells if c.cell_type == "code")
+def test_the_solution_runs_end_to_end_and_the_model_learns(executed):
+    cells = executed[0]
+    failed = [(c.get("id"), o["ename"], o["evalue"]) for c in cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not failed, f"a cell of the solution failed: {failed}"
+    printed = "".join(_stdout(c) for c in cells if c.cell_type == "code")
     for part in "ABCDEFG":
         assert f"Part {part}: visible tests passed." in printed
     assert "100 steps of 8 x 32 tokens" in printed, "Part H did not take the quick run that COURSE_QUICK_RUN=1 asks for"
@@ -50,7 +86,7 @@ def test_the_solution_runs_end_to_end_and_the_model_learns(tmp_path):
     assert losses[-1] < losses[0] - 1.0, losses            # and 100 small steps already learn the letter frequencies
     assert "tokens/s with your cache" in printed
     # A saved notebook shows a progress bar as it was first drawn (0%, on GitHub or in the book): none here.
-    bars = [c.get("id") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    bars = [c.get("id") for c in cells if c.cell_type == "code" for o in c.get("outputs", [])
             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
             or (o.get("name") == "stderr" and "%|" in o.get("text", ""))]
     assert not bars, f"cells {bars} show a progress bar; print progress lines instead"
@@ -117,31 +153,12 @@ MISTAKES = {
 
 
 @pytest.mark.slow
-def test_classic_mistakes_fail_a_visible_test_that_names_them(tmp_path):
-    """All mistakes in one kernel: each test cell runs right after its part is replaced by a wrong version,
-    and the right version is restored before the next part."""
-    from autograder.engine.plan import strip_hidden_region
-
-    source = nbformat.read(str(SOLUTION), as_version=4)
-    by_id = {c.get("id"): c for c in source.cells}
-    cells = [c for c in source.cells if c.cell_type == "code" and "demo" not in c.metadata.get("tags", [])
-             and not c.metadata.get("nbgrader", {}).get("grade")]           # setup, imports and the solutions
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c.source) for c in cells]
-    visible_tests = {c.get("id"): strip_hidden_region(c.source)[0] for c in source.cells
-                     if c.metadata.get("nbgrader", {}).get("grade")}
-    nb.cells += [nbformat.v4.new_code_cell(visible_tests[key]) for key in visible_tests]   # defines the checks
-    runs = []
-    for name, (cell_id, right, wrong, test_id, words) in MISTAKES.items():
-        original = by_id[cell_id].source
-        assert right in original, f"{name}: the solution no longer contains {right!r}"
-        nb.cells.append(nbformat.v4.new_code_cell(original.replace(right, wrong)))
-        nb.cells.append(nbformat.v4.new_code_cell(visible_tests[test_id]))
-        runs.append((name, len(nb.cells) - 1, words))
-        nb.cells.append(nbformat.v4.new_code_cell(original))
-    _execute(nb, tmp_path, allow_errors=True)
+def test_classic_mistakes_fail_a_visible_test_that_names_them(executed):
+    """Each test cell runs right after its part is replaced by a wrong version, and the right version is
+    restored before the next part."""
+    _, cells, runs = executed
     for name, index, words in runs:
-        errors = [o for o in nb.cells[index].outputs if o.get("output_type") == "error"]
+        errors = [o for o in cells[index].outputs if o.get("output_type") == "error"]
         assert errors, f"{name}: the visible test passed a wrong answer"
         message = errors[0]["evalue"]
         assert errors[0]["ename"] == "AssertionError" and words in message, f"{name}: got {message!r}"
