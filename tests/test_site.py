@@ -360,6 +360,8 @@ def test_page_loads_cleanly(browser, site, stem):
     and a page of the table of contents has a language switch that leads to the same page in the other
     language (read in the same visit: each page is loaded once)."""
     report = _check_page(browser, site, stem + ".html")
+    if stem in SCREENSHOTS:
+        _save_screenshots(browser, SCREENSHOTS[stem])
     if stem.removeprefix(ZH) in TOC_PAGES:
         assert report["article"] > 200, f"{stem}.html shows (almost) no content"
         other = stem.removeprefix(ZH) if stem.startswith(ZH) else ZH + stem
@@ -532,44 +534,46 @@ def test_search_of_the_chinese_site_finds_each_chapter_by_a_chinese_word(browser
     assert not problems, "\n".join(problems)
 
 
-def test_screenshots(browser, site):
-    """Save screenshots of a few pages as test artefacts (look at them)."""
+def _screenshot_pages() -> dict[str, str]:
+    """The pages whose screenshots are saved as test artefacts (look at them): page -> picture name."""
     chapters = [stem for stem in TOC_PAGES if stem.startswith("book/") and re.match(r"\d\d-", Path(stem).name)]
     exercises = [stem for stem in TOC_PAGES if stem.startswith("exercises/")]
-    shots = {"intro": TOC_PAGES[0] + ".html"}
+    shots = {TOC_PAGES[0]: "intro", "book/glossary": "glossary", ZH + TOC_PAGES[0]: "zh-intro"}
     if chapters:
-        shots["chapter"] = chapters[min(1, len(chapters) - 1)] + ".html"
+        chapter = chapters[min(1, len(chapters) - 1)]
+        shots.update({chapter: "chapter", ZH + chapter: "zh-chapter"})
     if exercises:
-        shots["exercise"] = exercises[0] + ".html"
-    shots["glossary"] = "book/glossary.html"
-    shots["search"] = "search.html?q=attention"
-    shots["zh-intro"] = ZH + TOC_PAGES[0] + ".html"
-    if chapters:
-        shots["zh-chapter"] = ZH + chapters[min(1, len(chapters) - 1)] + ".html"
-    shots["zh-search"] = ZH + "search.html?q=" + urllib.parse.quote("注意力")
-    saved = []
-    for name, page in shots.items():
-        browser.get(site.url(page))
-        browser.run_async(r"""
-            const done = arguments[arguments.length - 1];
-            (async () => {
-              if (window.MathJax && MathJax.startup) { try { await MathJax.startup.promise; } catch (e) {} }
-              await new Promise(r => setTimeout(r, 800));
-              done(true);
-            })();""")
-        saved.append(browser.screenshot(ARTIFACTS / f"{name}.png"))
-        if name == "chapter":
-            # Scroll to the first widget (or, failing that, the first figure) and take it too.
-            target = browser.run(r"""
-                const el = document.querySelector('.widget-subarea') || document.querySelector('.cell_output img');
-                if (!el) return false;
-                el.scrollIntoView({block: 'start'}); window.scrollBy(0, -80); return true;""")
-            if target:
-                time.sleep(0.5)
-                saved.append(browser.screenshot(ARTIFACTS / "chapter-widget.png"))
+        shots[exercises[0]] = "exercise"
+    return shots
+
+
+SCREENSHOTS = _screenshot_pages()
+
+
+def _save_screenshots(browser, name: str) -> None:
+    """Save the page the browser shows (typeset: taken after :func:`_inspect`) as ``<name>.png``; on the
+    chapter, also its first widget (or, failing that, its first figure) as ``chapter-widget.png``."""
+    time.sleep(0.8)                                 # web fonts and the last layout
+    saved = [browser.screenshot(ARTIFACTS / f"{name}.png")]
+    if name == "chapter":
+        target = browser.run(r"""
+            const el = document.querySelector('.widget-subarea') || document.querySelector('.cell_output img');
+            if (!el) return false;
+            el.scrollIntoView({block: 'start'}); window.scrollBy(0, -80); return true;""")
+        if target:
+            time.sleep(0.5)
+            saved.append(browser.screenshot(ARTIFACTS / "chapter-widget.png"))
     for path in saved:
         assert path.stat().st_size > 10_000, f"{path} is (nearly) empty"
     print("screenshots:", *saved, sep="\n  ")
+
+
+def test_screenshots_of_search_results(browser, site):
+    """The search pages with results, saved as test artefacts (the other pictures are taken where
+    test_page_loads_cleanly has loaded their pages)."""
+    for name, page, term in (("search", "search.html", "attention"), ("zh-search", ZH + "search.html", "注意力")):
+        assert _search(browser, site, page, term), f"{page} finds nothing for {term!r}"
+        _save_screenshots(browser, name)
 
 
 # --- The Chinese site reads as Chinese (issue 23) -------------------------------------------------
