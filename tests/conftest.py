@@ -21,7 +21,7 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import torch  # noqa: E402
 
-from autograder.course.book_build import skip_iri_parser  # noqa: E402
+from autograder.core.files import skip_iri_parser  # noqa: E402
 
 torch.set_num_threads(1)
 # Before any test module imports nbformat: each worker would spend a CPU second building jsonschema's

@@ -9,6 +9,7 @@ UTF-8. :data:`CODE_STUB` and :data:`TEXT_STUB` are what a released exercise show
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,19 @@ def clean_text(text: object) -> str:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     except UnicodeEncodeError:
         return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+
+
+def skip_iri_parser() -> None:
+    """Keep this process from building a parser of RFC 3987 that it never uses.
+
+    nbformat imports jsonschema, which imports ``rfc3987_syntax`` where it is installed (jupyter_events
+    asks for it) for the ``iri`` formats of its optional format checker, and that import builds an
+    Earley parser of the RFC's grammar: 1 CPU second in every process that reads a notebook (a command
+    of ``python -m autograder``, a chapter's client in ``make book``, a test worker). nbformat validates
+    notebooks without a format checker, so nothing here reads an IRI; a module that is ``None`` in
+    ``sys.modules`` is one that jsonschema's import finds missing, and it goes on without those two
+    formats, as where the package is not installed. Call it before the first ``import nbformat``."""
+    sys.modules.setdefault("rfc3987_syntax", None)
 
 
 # The largest notebook file read; a bigger one is reported, not parsed.

@@ -23,7 +23,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path, PurePosixPath
 
-from autograder.core.files import REPO_ROOT
+from autograder.core.files import REPO_ROOT, skip_iri_parser
 
 # Sphinx's log line for a chapter that myst-nb executed itself instead of finding it in the cache.
 SPHINX_EXECUTED = "Executing notebook using"
@@ -124,18 +124,6 @@ def _read(path: Path):
     import nbformat
 
     return nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
-
-
-def skip_iri_parser() -> None:
-    """Keep this process from building a parser of RFC 3987 that it never uses.
-
-    nbformat imports jsonschema, which imports ``rfc3987_syntax`` where it is installed (jupyter_events
-    asks for it) for the ``iri`` formats of its optional format checker, and that import builds an Earley
-    parser of the RFC's grammar: 1 CPU second in every process that reads a notebook, twice what the rest
-    of a chapter's client costs. nbformat validates notebooks without a format checker, so nothing here
-    reads an IRI; a module that is ``None`` in ``sys.modules`` is one that jsonschema's import finds
-    missing, and it goes on without those two formats, as where the package is not installed."""
-    sys.modules.setdefault("rfc3987_syntax", None)
 
 
 def execute_chapter(path: str, timeout: str, allow_errors: str, result: str) -> None:
