@@ -15,10 +15,13 @@ LOSS_LINE = re.compile(r"^step\s+(\d+): train loss ([\d.]+), val loss ([\d.]+)$"
 TORCHRUN_2 = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
 
 
+def _arguments(folder, out, extra=()) -> list[str]:
+    return ["train", "--preset", "tiny", "--data", str(folder / "text.txt"), "--out", str(folder / out),
+            "--max-iters", "30", "--device", "cpu", "--quiet", "--threads", "1", *extra]
+
+
 def _run(folder, *launcher, out, extra=()):
-    command = [sys.executable, *launcher, "-m", "transformer_core", "train", "--preset", "tiny",
-               "--data", str(folder / "text.txt"), "--out", str(folder / out), "--max-iters", "30",
-               "--device", "cpu", "--quiet", "--threads", "1", *extra]
+    command = [sys.executable, *launcher, "-m", "transformer_core", *_arguments(folder, out, extra)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
@@ -29,11 +32,15 @@ def _train(folder, *launcher, out, extra=()):
 
 
 @pytest.mark.slow
-def test_two_gloo_processes_train_like_one_process_with_the_same_global_batch(tmp_path):
+def test_two_gloo_processes_train_like_one_process_with_the_same_global_batch(tmp_path, capsys):
     """The tiny preset has one micro-batch per step; under two processes the default becomes two
-    (one each), which one process matches with --grad-accum 2."""
+    (one each), which one process matches with --grad-accum 2. The one process is this one (the same
+    command line, without starting Python and importing torch a third time)."""
+    from transformer_core.__main__ import main
+
     (tmp_path / "text.txt").write_text(data.offline_corpus()[:6000], encoding="utf-8")
-    single = _train(tmp_path, out="one", extra=("--grad-accum", "2"))
+    assert main(_arguments(tmp_path, "one", ("--grad-accum", "2"))) == 0
+    single = capsys.readouterr().out
     parallel = _train(tmp_path, *TORCHRUN_2, out="two")
     assert "grad-accum: 2 micro-batches per step, 1 in each of 2 processes (the preset's 1" in parallel
     one, two = LOSS_LINE.findall(single), LOSS_LINE.findall(parallel)
