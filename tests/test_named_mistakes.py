@@ -219,10 +219,11 @@ def _mistake_cells(notebook: str) -> tuple[list[str], list[tuple[str, int, str]]
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory) -> dict[str, list[tuple[str, list[dict]]]]:
-    """notebook -> (mistake, error outputs of its visible test) for every mistake, all notebooks in one kernel
-    one after the other, each from a clean namespace (a kernel's start and ``import torch`` paid once, not
-    once per notebook; exercise 10 last, whose setup sets torch to one thread)."""
+def outcomes(tmp_path_factory) -> dict[str, list[tuple[str, list[dict], str]]]:
+    """notebook -> (mistake, error outputs of its visible test, words its message must contain) for every
+    mistake, all notebooks in one kernel one after the other, each from a clean namespace (a kernel's start
+    and ``import torch`` paid once, not once per notebook; exercise 10 last, whose setup sets torch to one
+    thread)."""
     nb = nbformat.v4.new_notebook()
     runs = {}
     for notebook in sorted(MISTAKES):
