@@ -223,15 +223,14 @@ def smollm2_state_dict(n_layers: int | None = None) -> dict[str, torch.Tensor]:
 def _dequantized() -> dict[str, torch.Tensor]:
     _, tensors, data = _gguf_file()
     state = {}
-    for gguf_name, dims, kind, at in tensors:
-        name = _hf_name(gguf_name)
-        with _explained(smollm2_gguf_path()):
-            weight = _dequantize(data, at, kind, dims)
-        if name.endswith("q_proj.weight"):
-            weight = _unpermute(weight, SMOLLM2["n_heads"])
-        elif name.endswith("k_proj.weight"):
-            weight = _unpermute(weight, SMOLLM2["n_kv_heads"])
-        state[name] = weight.contiguous()
+    with _explained(smollm2_gguf_path()):
+        for gguf_name, dims, kind, at in tensors:
+            name, weight = _hf_name(gguf_name), _dequantize(data, at, kind, dims)
+            if name.endswith("q_proj.weight"):
+                weight = _unpermute(weight, SMOLLM2["n_heads"])
+            elif name.endswith("k_proj.weight"):
+                weight = _unpermute(weight, SMOLLM2["n_kv_heads"])
+            state[name] = weight.contiguous()
     return state
 
 

@@ -371,6 +371,10 @@ def test_course_runtime_reads_a_gguf_file_as_the_gguf_package_does(tmp_path, mon
             expected = numpy.array(gguf.quants.dequantize(written[name][1], written[name][0]), dtype=numpy.float32)
             mine = pretrained._dequantize(data, at, kind, dims)
             assert mine.dtype == torch.float32 and torch.equal(mine, torch.from_numpy(expected)), name
+        # A GGUF file of another model: its tensors have no Hugging Face Llama names.
+        pretrained._dequantized.cache_clear()
+        with pytest.raises(ValueError, match=r"is not the GGUF file this course reads \(unexpected tensor 'a.f32'"):
+            pretrained._dequantized()
         # A damaged file (cut short, or not GGUF at all) says what to do.
         for damaged in (path.read_bytes()[:200], b"PK\x03\x04 not a gguf file"):
             path.write_bytes(damaged)
@@ -379,6 +383,7 @@ def test_course_runtime_reads_a_gguf_file_as_the_gguf_package_does(tmp_path, mon
                 pretrained._gguf_file()
     finally:
         pretrained._gguf_file.cache_clear()
+        pretrained._dequantized.cache_clear()
 
 
 @pytest.mark.slow
